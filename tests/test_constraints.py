@@ -1,0 +1,158 @@
+"""Automatic (A, b) and Lagrange terms against hand derivations."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ukjax
+
+
+class Particle(ukjax.System):
+    """A unit point mass in 3-D with pluggable constraints (seed 000 §2.3 / seed 002 §3)."""
+
+    kind: str = "sphere"
+    L: float = 1.3
+
+    def kinetic_energy(self, t, q, qd):
+        return 0.5 * qd @ qd
+
+    def holonomic(self, t, q):
+        x, y, z = q
+        if self.kind == "sphere":
+            return jnp.array([x**2 + y**2 + z**2 - self.L**2])
+        if self.kind == "line":
+            return jnp.array([y, z])
+        if self.kind == "rheonomic":  # x + y^2 + z - t = 0 (seed 000 eq 55)
+            return jnp.array([x + y**2 + z - t])
+        if self.kind == "moving_pivot":  # (x - s(t))^2 + y^2 - L^2, s = sin(2t)
+            return jnp.array([(x - jnp.sin(2 * t)) ** 2 + y**2 - self.L**2])
+        return None
+
+    def nonholonomic(self, t, q, qd):
+        x, y, z = q
+        xd, yd, zd = qd
+        if self.kind == "xz2y":  # xdot = z^2 ydot (seed 000 eq 35, corrected)
+            return jnp.array([xd - z**2 * yd])
+        if self.kind == "pfaff_2z":  # xdot + 2 z ydot + zdot = 0 (seed 002 eq 16)
+            return jnp.array([xd + 2 * z * yd + zd])
+        if self.kind == "nonlinear":  # xdot^2 + ydot^2 - (1 + t) zdot^2 = 0
+            return jnp.array([xd**2 + yd**2 - (1 + t) * zd**2])
+        return None
+
+
+def _ab(kind, t, q, qd):
+    A, b = ukjax.constraint_matrices(Particle(kind=kind), t, q, qd)
+    return np.asarray(A), np.asarray(b)
+
+
+def test_table_of_seed_000_and_002(rng):
+    for _ in range(5):
+        t = rng.uniform(0, 3)
+        q, qd = rng.standard_normal(3), rng.standard_normal(3)
+        x, y, z = q
+        xd, yd, zd = qd
+        A, b = _ab("sphere", t, q, qd)  # 2 x [x y z], b = -2 |qd|^2
+        np.testing.assert_allclose(A, 2 * q[None], rtol=1e-13)
+        np.testing.assert_allclose(b, [-2 * qd @ qd], rtol=1e-13)
+        A, b = _ab("line", t, q, qd)
+        np.testing.assert_allclose(A, [[0, 1, 0], [0, 0, 1]], atol=0)
+        np.testing.assert_allclose(b, [0, 0], atol=0)
+        A, b = _ab("xz2y", t, q, qd)  # [1, -z^2, 0], b = 2 z zdot ydot
+        np.testing.assert_allclose(A, [[1, -(z**2), 0]], rtol=1e-13)
+        np.testing.assert_allclose(b, [2 * z * zd * yd], rtol=1e-13)
+        A, b = _ab("rheonomic", t, q, qd)  # [1, 2y, 1], b = -2 ydot^2
+        np.testing.assert_allclose(A, [[1, 2 * y, 1]], rtol=1e-13)
+        np.testing.assert_allclose(b, [-2 * yd**2], rtol=1e-13)
+        A, b = _ab("pfaff_2z", t, q, qd)  # [1, 2z, 1], b = -2 ydot zdot
+        np.testing.assert_allclose(A, [[1, 2 * z, 1]], rtol=1e-13)
+        np.testing.assert_allclose(b, [-2 * yd * zd], rtol=1e-13)
+
+
+def test_mixed_time_derivative_of_moving_pivot(rng):
+    """phi = (x - s)^2 + y^2 - L^2 with s = sin 2t. Hand derivation of phi'' = 0:
+    2(x - s) x'' + 2 y y'' = -[2 (x' - s')^2 + 2 y'^2 - 2 (x - s) s'']
+    (the terms seed 001 eq 30 drops are exactly those with s' and s'')."""
+    for _ in range(5):
+        t = rng.uniform(0, 3)
+        q, qd = rng.standard_normal(3), rng.standard_normal(3)
+        x, y, _ = q
+        xd, yd, _ = qd
+        s, sd, sdd = np.sin(2 * t), 2 * np.cos(2 * t), -4 * np.sin(2 * t)
+        A, b = _ab("moving_pivot", t, q, qd)
+        np.testing.assert_allclose(A, [[2 * (x - s), 2 * y, 0]], rtol=1e-13)
+        expected = -(2 * (xd - sd) ** 2 + 2 * yd**2 - 2 * (x - s) * sdd)
+        np.testing.assert_allclose(b, [expected], rtol=1e-12)
+
+
+def test_nonlinear_nonholonomic(rng):
+    """psi = xd^2 + yd^2 - (1 + t) zd^2: A = [2xd, 2yd, -2(1+t)zd], b = zd^2."""
+    t = 0.7
+    q, qd = rng.standard_normal(3), rng.standard_normal(3)
+    A, b = _ab("nonlinear", t, q, qd)
+    np.testing.assert_allclose(A, [[2 * qd[0], 2 * qd[1], -2 * (1 + t) * qd[2]]], rtol=1e-13)
+    np.testing.assert_allclose(b, [qd[2] ** 2], rtol=1e-13)
+
+
+def test_holonomicity_test_cap_26():
+    """Seed 002 eq 11 for (1, 2z, 1) equals 2 (the seed prints 1); for (1, 2y, 1) it is 0."""
+    import jax
+
+    def expr(coeffs, q):
+        J = jax.jacfwd(coeffs)(q)  # J[i, j] = d coeff_i / d q_j
+        al, be, ga = coeffs(q)
+        return (al * (J[1, 2] - J[2, 1]) + be * (J[2, 0] - J[0, 2]) + ga * (J[0, 1] - J[1, 0]))
+
+    q = jnp.array([0.3, -0.4, 0.9])
+    assert float(expr(lambda q: jnp.array([1.0, 2 * q[2], 1.0]), q)) == pytest.approx(2.0)
+    assert float(expr(lambda q: jnp.array([1.0, 2 * q[1], 1.0]), q)) == pytest.approx(0.0)
+
+
+def test_stacking_order_and_raw_rows(rng):
+    class Mixed(ukjax.System):
+        def mass_matrix(self, t, q):
+            return jnp.eye(3)
+
+        def holonomic(self, t, q):
+            return q[0] - 1.0  # a scalar is accepted as one row
+
+        def nonholonomic(self, t, q, qd):
+            return jnp.array([qd[1] - q[2] * qd[0]])
+
+        def acceleration_constraint(self, t, q, qd):
+            return jnp.array([[0.0, 0.0, 1.0]]), jnp.array([0.5])
+
+    q, qd = rng.standard_normal(3), rng.standard_normal(3)
+    A, b = ukjax.constraint_matrices(Mixed(), 0.0, q, qd)
+    np.testing.assert_allclose(A, [[1, 0, 0], [-q[2], 1, 0], [0, 0, 1]], atol=1e-15)
+    np.testing.assert_allclose(b, [0, qd[2] * qd[0], 0.5], atol=1e-15)
+
+
+class PolarParticle(ukjax.System):
+    """T = m/2 (rd^2 + r^2 thd^2 + h(t) thd) with an explicit time dependence."""
+
+    m: float = 1.4
+
+    def kinetic_energy(self, t, q, qd):
+        r, _ = q
+        rd, thd = qd
+        return 0.5 * self.m * (rd**2 + r**2 * thd**2) + jnp.sin(t) * r * thd
+
+
+def test_lagrange_terms_from_kinetic_energy(rng):
+    """Coriolis/centrifugal and explicit-time terms derived by hand:
+    p_r = m rd, p_th = m r^2 thd + sin(t) r
+    Q_r = dT/dr - d/dt(p_r)|explicit = m r thd^2 + sin(t) thd
+    Q_th = 0 - [2 m r rd thd + sin(t) rd + cos(t) r]."""
+    sys = PolarParticle()
+    for _ in range(5):
+        t = rng.uniform(0, 3)
+        q, qd = rng.uniform(0.5, 2, 2), rng.standard_normal(2)
+        r, _ = q
+        rd, thd = qd
+        M, Q = ukjax.mass_and_force(sys, t, q, qd)
+        np.testing.assert_allclose(M, np.diag([sys.m, sys.m * r**2]), rtol=1e-13)
+        expected = [
+            sys.m * r * thd**2 + np.sin(t) * thd,
+            -(2 * sys.m * r * rd * thd + np.sin(t) * rd + np.cos(t) * r),
+        ]
+        np.testing.assert_allclose(Q, expected, rtol=1e-12)

@@ -1,0 +1,136 @@
+"""Bad input gets a clear error that says what to fix; nothing silent."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ukjax
+from ukjax.systems import CartesianPendulum, DoubleRodPendulum
+
+
+RUNTIME = (eqx.EquinoxRuntimeError, RuntimeError)
+
+
+def test_shape_errors_at_trace_time():
+    M, Q, A, b = jnp.eye(3), jnp.zeros(3), jnp.ones((2, 3)), jnp.zeros(2)
+    with pytest.raises(ValueError, match="M must be a square"):
+        ukjax.udwadia_kalaba(jnp.ones((3, 2)), Q, A, b)
+    with pytest.raises(ValueError, match="Q must have shape"):
+        ukjax.udwadia_kalaba(M, jnp.zeros(2), A, b)
+    with pytest.raises(ValueError, match="A must have shape"):
+        ukjax.udwadia_kalaba(M, Q, jnp.ones((2, 4)), b)
+    with pytest.raises(ValueError, match="b must have shape"):
+        ukjax.udwadia_kalaba(M, Q, A, jnp.zeros(3))
+    with pytest.raises(ValueError, match="C must have shape"):
+        ukjax.udwadia_kalaba(M, Q, A, b, jnp.zeros(2))
+    with pytest.raises(ValueError, match="method must be one of"):
+        ukjax.udwadia_kalaba(M, Q, A, b, method="qr")
+    # ...also when traced under jit.
+    with pytest.raises(ValueError, match="A must have shape"):
+        jax.jit(ukjax.udwadia_kalaba)(M, Q, jnp.ones((2, 4)), b)
+
+
+def test_state_and_system_errors():
+    pend = CartesianPendulum()
+    ts = jnp.linspace(0, 1, 3)
+    with pytest.raises(ValueError, match="qd must have the same shape"):
+        ukjax.simulate(pend, jnp.zeros(2), jnp.zeros(3), ts)
+    with pytest.raises(ValueError, match="q must be a 1-D array"):
+        ukjax.acceleration(pend, 0.0, jnp.zeros((4, 2)), jnp.zeros((4, 2)))
+    with pytest.raises(ValueError, match="ts must be a 1-D array of at least 2"):
+        ukjax.simulate(pend, jnp.array([1.0, 0]), jnp.zeros(2), jnp.array([0.0]))
+    with pytest.raises(ValueError, match="strictly increasing"):
+        ukjax.simulate(pend, jnp.array([1.0, 0]), jnp.zeros(2), jnp.array([0.0, 2.0, 1.0]))
+    with pytest.raises(ValueError, match="initial_conditions must be"):
+        ukjax.simulate(pend, jnp.array([1.0, 0]), jnp.zeros(2), ts, initial_conditions="fix")
+
+    class NoInertia(ukjax.System):
+        pass
+
+    with pytest.raises(NotImplementedError, match="neither kinetic_energy"):
+        ukjax.acceleration(NoInertia(), 0.0, jnp.zeros(2), jnp.zeros(2))
+
+    class BadPhi(ukjax.System):
+        def mass_matrix(self, t, q):
+            return jnp.eye(2)
+
+        def holonomic(self, t, q):
+            return jnp.ones((2, 2))
+
+    with pytest.raises(ValueError, match="holonomic must return a 1-D array"):
+        ukjax.acceleration(BadPhi(), 0.0, jnp.zeros(2), jnp.zeros(2))
+
+    class BadMass(ukjax.System):
+        def mass_matrix(self, t, q):
+            return jnp.eye(3)
+
+    with pytest.raises(ValueError, match=r"must have shape \(2, 2\)"):
+        ukjax.acceleration(BadMass(), 0.0, jnp.zeros(2), jnp.zeros(2))
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_non_spd_mass_matrix(jit):
+    f = jax.jit(ukjax.udwadia_kalaba) if jit else ukjax.udwadia_kalaba
+    A, b = jnp.array([[1.0, 0.0]]), jnp.zeros(1)
+    with pytest.raises(RUNTIME, match="not symmetric positive definite"):
+        jax.block_until_ready(f(jnp.diag(jnp.array([1.0, -2.0])), jnp.ones(2), A, b))
+    with pytest.raises(RUNTIME, match="not symmetric positive definite"):
+        jax.block_until_ready(f(jnp.array([[2.0, 1.0], [0.0, 2.0]]), jnp.ones(2), A, b))
+
+
+def test_non_finite_inputs():
+    with pytest.raises(RUNTIME, match="non-finite value"):
+        ukjax.udwadia_kalaba(jnp.eye(2), jnp.array([jnp.nan, 0.0]), jnp.ones((1, 2)), jnp.zeros(1))
+
+
+def test_inconsistent_constraints_are_reported(capfd):
+    A = jnp.array([[1.0, 0.0], [1.0, 0.0]])
+    b = jnp.array([0.0, 1.0])  # x'' = 0 and x'' = 1
+    with pytest.raises(RUNTIME, match="inconsistent constraints"):
+        jax.block_until_ready(ukjax.udwadia_kalaba(jnp.eye(2), jnp.zeros(2), A, b))
+    err = capfd.readouterr().err
+    assert "relative_residual" in err  # the size of the inconsistency is printed
+    # Without checks, the least-squares compromise is returned (documented behaviour).
+    qdd = ukjax.udwadia_kalaba(jnp.eye(2), jnp.zeros(2), A, b, check=False)
+    np.testing.assert_allclose(qdd, [0.5, 0.0], atol=1e-12)
+
+
+def test_initial_conditions_violating_constraints():
+    sys = DoubleRodPendulum()
+    ts = jnp.linspace(0.0, 0.5, 3)
+    q0 = jnp.array([1.05, 0.0, 0.0])
+    qd0 = jnp.array([0.3, 4.0, 0.0])
+    with pytest.raises(ValueError, match=r"max\|phi\| = 5\.\d+e-02.*initial_conditions='project'"
+                       ) as info:
+        ukjax.simulate(sys, q0, qd0, ts)
+    assert "max|phi_dot|" in str(info.value)
+    # Inside jit the check still fires (as a runtime error) and prints the residuals.
+    with pytest.raises(RUNTIME, match="initial conditions violate the constraints"):
+        jax.block_until_ready(jax.jit(lambda a, b: ukjax.simulate(sys, a, b, ts).q)(q0, qd0))
+    # The way out: project onto the constraint manifold in the mass metric.
+    sol = ukjax.simulate(sys, q0, qd0, ts, initial_conditions="project")
+    res = ukjax.constraint_residuals(sys, 0.0, sol.q[0], sol.qd[0])
+    assert float(res.max_abs()) < 1e-12
+    # 'ignore' integrates as given: the UK equation keeps the initial violation.
+    sol = ukjax.simulate(sys, q0, qd0, ts, initial_conditions="ignore")
+    assert float(ukjax.constraint_residuals(sys, 0.0, sol.q[-1], sol.qd[-1]).max_abs()) > 1e-3
+
+
+def test_project_initial_conditions_is_mass_metric_nearest(rng):
+    """For the sphere |q| = L with M = m I, the nearest point is the radial projection and
+    the velocity loses exactly its radial component."""
+    pend = CartesianPendulum(length=2.0)
+    q0 = jnp.array([1.0, 1.5])
+    qd0 = jnp.array([0.4, -0.2])
+    q, qd = ukjax.project_initial_conditions(pend, 0.0, q0, qd0)
+    np.testing.assert_allclose(q, 2.0 * q0 / jnp.linalg.norm(q0), rtol=1e-12)
+    n = q / jnp.linalg.norm(q)
+    np.testing.assert_allclose(qd, qd0 - (qd0 @ n) * n, atol=1e-12)
+
+
+def test_check_can_be_switched_off_and_returns_nan_not_garbage():
+    qdd = ukjax.udwadia_kalaba(-jnp.eye(2), jnp.ones(2), jnp.ones((1, 2)), jnp.zeros(1),
+                               check=False)
+    assert not np.all(np.isfinite(qdd))

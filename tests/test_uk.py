@@ -1,0 +1,172 @@
+"""The UK solve against an independent dense NumPy reference and its defining properties."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import null_space, random_constraints, random_spd, uk_reference
+from hypothesis import given, settings, strategies as st
+
+import ukjax
+
+
+METHODS = ["auto", "svd"]
+
+
+@st.composite
+def problems(draw):
+    n = draw(st.integers(2, 6))
+    m = draw(st.integers(1, 5))
+    rank = draw(st.integers(1, min(m, n)))
+    seed = draw(st.integers(0, 2**31 - 1))
+    with_C = draw(st.booleans())
+    rng = np.random.default_rng(seed)
+    M = random_spd(rng, n, cond=draw(st.sampled_from([1.0, 10.0, 1e4])))
+    A, b = random_constraints(rng, m, n, rank)
+    Q = rng.standard_normal(n)
+    C = rng.standard_normal(n) if with_C else None
+    return M, Q, A, b, C
+
+
+@settings(max_examples=40, deadline=None)
+@given(problems(), st.sampled_from(METHODS))
+def test_matches_dense_reference(problem, method):
+    M, Q, A, b, C = problem
+    qdd = ukjax.udwadia_kalaba(M, Q, A, b, C, method=method)
+    ref = uk_reference(M, Q, A, b, C)
+    np.testing.assert_allclose(qdd, ref, rtol=1e-7, atol=1e-7 * (1 + np.abs(ref).max()))
+    # The constraints hold exactly (b is consistent by construction).
+    np.testing.assert_allclose(A @ np.asarray(qdd), b, atol=1e-8 * (1 + np.abs(b).max()))
+
+
+@settings(max_examples=25, deadline=None)
+@given(problems())
+def test_gauss_principle(problem):
+    """The ideal UK acceleration minimises (qdd - a)^T M (qdd - a) over A qdd = b."""
+    M, Q, A, b, _ = problem
+    qdd = np.asarray(ukjax.udwadia_kalaba(M, Q, A, b))
+    a = np.linalg.solve(M, Q)
+    G = lambda x: (x - a) @ M @ (x - a)
+    N = null_space(A)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        if N.shape[1] == 0:
+            break
+        delta = N @ rng.standard_normal(N.shape[1]) * 10 ** rng.uniform(-4, 0)
+        assert G(qdd + delta) >= G(qdd) - 1e-9 * max(1.0, G(qdd))
+    # First-order optimality: M (qdd - a) lies in the range of A^T (orthogonal to null(A)).
+    np.testing.assert_allclose(N.T @ M @ (qdd - a), 0, atol=1e-8 * (1 + np.abs(M @ a).max()))
+
+
+@settings(max_examples=25, deadline=None)
+@given(problems())
+def test_forces_virtual_work_and_m_orthogonality(problem):
+    M, Q, A, b, C = problem
+    if C is None:
+        C = np.random.default_rng(1).standard_normal(M.shape[0])
+    Qi, Qni = (np.asarray(x) for x in ukjax.constraint_forces(M, Q, A, b, C))
+    qdd = np.asarray(ukjax.udwadia_kalaba(M, Q, A, b, C))
+    scale = 1 + np.abs(Q).max() + np.abs(C).max() + np.abs(M @ qdd).max()
+    # M qdd = Q + Qc_ideal + Qc_nonideal (Udwadia 2004 eq 8).
+    np.testing.assert_allclose(M @ qdd, Q + Qi + Qni, atol=1e-8 * scale)
+    N = null_space(A)
+    # Ideal forces do no work under virtual displacements (A v = 0); the non-ideal part
+    # does exactly the prescribed work v^T C.
+    np.testing.assert_allclose(N.T @ Qi, 0, atol=1e-8 * scale)
+    np.testing.assert_allclose(N.T @ (Qi + Qni), N.T @ C, atol=1e-8 * scale)
+    # The two acceleration corrections are M-orthogonal.
+    d_i, d_ni = np.linalg.solve(M, Qi), np.linalg.solve(M, Qni)
+    assert abs(d_i @ M @ d_ni) <= 1e-8 * scale**2
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_duplicated_and_scaled_rows_change_nothing(rng, method):
+    n = 5
+    M = random_spd(rng, n)
+    Q = rng.standard_normal(n)
+    A, b = random_constraints(rng, 2, n, 2)
+    base = ukjax.udwadia_kalaba(M, Q, A, b, method=method)
+    A_dup = np.vstack([A, A[:1], 3.0 * A[1:2], np.zeros((1, n))])
+    b_dup = np.concatenate([b, b[:1], 3.0 * b[1:2], [0.0]])
+    dup = ukjax.udwadia_kalaba(M, Q, A_dup, b_dup, method=method)
+    np.testing.assert_allclose(dup, base, rtol=1e-10, atol=1e-10)
+
+
+def test_methods_agree_for_full_row_rank(rng):
+    for n, m in [(2, 1), (5, 3), (12, 7)]:
+        M = random_spd(rng, n)
+        Q = rng.standard_normal(n)
+        A, b = random_constraints(rng, m, n, m)
+        outs = [ukjax.udwadia_kalaba(M, Q, A, b, method=k) for k in ("auto", "svd", "cholesky")]
+        for o in outs[1:]:
+            np.testing.assert_allclose(o, outs[0], rtol=1e-9, atol=1e-9)
+
+
+def test_cholesky_method_is_wrong_for_redundant_rows_but_auto_is_exact(rng):
+    """The documented limitation of the fast path, and that 'auto' falls back."""
+    n = 4
+    M = random_spd(rng, n)
+    Q = rng.standard_normal(n)
+    A, b = random_constraints(rng, 2, n, 2)
+    A2, b2 = np.vstack([A, A]), np.concatenate([b, b])
+    ref = uk_reference(M, Q, A2, b2)
+    np.testing.assert_allclose(ukjax.udwadia_kalaba(M, Q, A2, b2), ref, rtol=1e-9, atol=1e-9)
+    fast = ukjax.udwadia_kalaba(M, Q, A2, b2, method="cholesky", check=False)
+    assert not np.allclose(fast, ref, rtol=1e-6)
+
+
+def test_no_constraints_is_unconstrained_motion(rng):
+    M = random_spd(rng, 4)
+    Q = rng.standard_normal(4)
+    qdd = ukjax.udwadia_kalaba(M, Q, np.zeros((0, 4)), np.zeros(0))
+    np.testing.assert_allclose(qdd, np.linalg.solve(M, Q), rtol=1e-12)
+    C = rng.standard_normal(4)
+    qdd = ukjax.udwadia_kalaba(M, Q, np.zeros((0, 4)), np.zeros(0), C)
+    np.testing.assert_allclose(qdd, np.linalg.solve(M, Q + C), rtol=1e-12)
+
+
+def test_identity_mass_reduces_to_plain_pseudoinverse(rng):
+    """For M = m I: qdd = a + A^+ (b - A a) (seed 000 eqs 46-47)."""
+    A, b = random_constraints(rng, 3, 5, 2)
+    Q = rng.standard_normal(5)
+    m = 2.5
+    qdd = ukjax.udwadia_kalaba(m * np.eye(5), Q, A, b)
+    a = Q / m
+    np.testing.assert_allclose(qdd, a + np.linalg.pinv(A) @ (b - A @ a), rtol=1e-9, atol=1e-9)
+
+
+def test_particle_on_a_line(rng):
+    """Seed 000 eqs 19-22: y = z = 0 leaves m x'' = F_x and F^c = (0, -F_y, -F_z)."""
+    m = 1.7
+    F = rng.standard_normal(3)
+    A = np.array([[0.0, 1, 0], [0, 0, 1]])
+    qdd = ukjax.udwadia_kalaba(m * np.eye(3), F, A, np.zeros(2))
+    np.testing.assert_allclose(qdd, [F[0] / m, 0, 0], atol=1e-14)
+    Qi, _ = ukjax.constraint_forces(m * np.eye(3), F, A, np.zeros(2))
+    np.testing.assert_allclose(Qi, [0, -F[1], -F[2]], atol=1e-14)
+
+
+def test_float32_works(rng):
+    with jax.enable_x64(False):
+        M = random_spd(rng, 5, cond=10.0)
+        Q = rng.standard_normal(5)
+        A, b = random_constraints(rng, 3, 5, 2)
+        qdd = ukjax.udwadia_kalaba(
+            jnp.asarray(M, jnp.float32), jnp.asarray(Q, jnp.float32),
+            jnp.asarray(A, jnp.float32), jnp.asarray(b, jnp.float32),
+        )
+        assert qdd.dtype == jnp.float32
+        ref = uk_reference(M, Q, A, b)
+        np.testing.assert_allclose(qdd, ref, rtol=2e-4, atol=2e-4 * (1 + np.abs(ref).max()))
+
+
+def test_jit_and_vmap(rng):
+    n, m, batch = 4, 2, 16
+    Ms = np.stack([random_spd(rng, n) for _ in range(batch)])
+    Qs = rng.standard_normal((batch, n))
+    As, bs = zip(*[random_constraints(rng, m, n, 1 + i % 2) for i in range(batch)])
+    As, bs = np.stack(As), np.stack(bs)
+    out = jax.jit(jax.vmap(ukjax.udwadia_kalaba))(Ms, Qs, As, bs)
+    for i in range(batch):
+        np.testing.assert_allclose(out[i], uk_reference(Ms[i], Qs[i], As[i], bs[i]),
+                                   rtol=1e-8, atol=1e-8)

@@ -1,0 +1,43 @@
+"""Runtime error checks that work inside ``jit``, ``vmap`` and ``grad``.
+
+Checks raise an ``equinox.EquinoxRuntimeError`` (via :func:`equinox.error_if`) with a
+message that says what to fix. Where a number helps (a residual, a norm), it is printed
+to stderr just before the error is raised; the print runs only when the check fails.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import equinox as eqx
+import equinox.internal as eqxi
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def _print_values(header: str, **values):
+    parts = []
+    for k, v in values.items():
+        v = np.asarray(v)
+        if v.size == 1:
+            parts.append(f"{k} = {float(v):.3e}")
+        else:
+            parts.append(f"{k} = {np.array2string(v, precision=3)}")
+    print(f"ukjax: {header}: " + ", ".join(parts), file=sys.stderr, flush=True)
+
+
+def error_if(x, pred, msg: str, **values):
+    """Return ``x``; raise ``msg`` at run time if any element of ``pred`` is true.
+
+    ``values`` (named arrays) are printed to stderr before the error, only when it fires.
+    """
+    pred = jnp.any(pred)
+    if values:
+        header = msg.split(".")[0]
+
+        def _report(vals):
+            jax.debug.callback(lambda **v: _print_values(header, **v), **vals)
+
+        jax.lax.cond(eqxi.unvmap_any(pred), _report, lambda vals: None, values)
+    return eqx.error_if(x, pred, msg)

@@ -1,0 +1,94 @@
+"""Pseudo-inverse solves with gradients that stay finite at rank-deficient matrices.
+
+The Udwadia-Kalaba equation needs $z = B^+ e$ for a constraint matrix $B$ that may be
+rank deficient (redundant constraints). Differentiating through an SVD is unsafe where
+singular values repeat (for instance two zero singular values from two redundant rows),
+so :func:`pinv_solve` carries its own JVP: the classical derivative of the Moore-Penrose
+inverse (Golub & Pereyra 1973),
+
+$$ d(B^+) = -B^+\\,dB\\,B^+ + B^+B^{+T} dB^T (I - BB^+) + (I - B^+B)\\,dB^T B^{+T}B^+, $$
+
+applied to vectors with the *primal* factorisation only. The rule is linear in the
+tangents, so JAX transposes it for reverse mode. It is exact wherever the rank of $B$ is
+locally constant, which is the case along any motion of a system whose redundant
+constraints stay redundant.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def _rank_tolerance(B: jax.Array) -> jax.Array:
+    m, n = B.shape
+    return 10.0 * max(m, n) * jnp.finfo(B.dtype).eps
+
+
+def _factor(B: jax.Array):
+    """Thin SVD of ``B`` with singular values below ``rtol * s_max`` treated as zero."""
+    U, s, Vt = jnp.linalg.svd(B, full_matrices=False)
+    keep = s > _rank_tolerance(B) * s[0]
+    s_safe = jnp.where(keep, s, 1.0)
+    s_inv = jnp.where(keep, 1.0 / s_safe, 0.0)
+    return U, s_inv, Vt, keep.astype(B.dtype)
+
+
+def _apply_pinv(f, e):  # B^+ e        e: (m, k) -> (n, k)
+    U, s_inv, Vt, _ = f
+    return Vt.T @ (s_inv[:, None] * (U.T @ e))
+
+
+def _apply_pinv_t(f, x):  # B^{+T} x   x: (n, k) -> (m, k)
+    U, s_inv, Vt, _ = f
+    return U @ (s_inv[:, None] * (Vt @ x))
+
+
+def _null_projection(f, x):  # (I - B^+ B) x
+    _, _, Vt, keep = f
+    return x - Vt.T @ (keep[:, None] * (Vt @ x))
+
+
+@jax.custom_jvp
+def pinv_solve(B: jax.Array, e: jax.Array) -> jax.Array:
+    """Minimum-norm least-squares solution $B^+ e$ for ``B`` (m, n) and ``e`` (m, k).
+
+    Exact for rank-deficient ``B``; forward- and reverse-mode derivatives are finite
+    wherever the rank is locally constant (see the module docstring).
+    """
+    return _apply_pinv(_factor(B), e)
+
+
+@pinv_solve.defjvp
+def _pinv_solve_jvp(primals, tangents):
+    B, e = primals
+    dB, de = tangents
+    f = _factor(B)
+    z = _apply_pinv(f, e)
+    r = e - B @ z  # (I - B B^+) e, the least-squares residual
+    dz = (
+        _apply_pinv(f, de - dB @ z)
+        + _apply_pinv(f, _apply_pinv_t(f, dB.T @ r))
+        + _null_projection(f, dB.T @ _apply_pinv_t(f, z))
+    )
+    return z, dz
+
+
+def full_rank_solve(B: jax.Array, e: jax.Array):
+    """$B^T (B B^T)^{-1} e$ by a Cholesky factorisation of the Gram matrix $BB^T$.
+
+    Returns ``(z, ok)`` where ``ok`` says whether ``B`` was numerically of full row rank
+    (the Cholesky pivots stayed above ``eps**0.25`` relative to the largest). When ``ok`` is
+    false the Gram matrix is replaced by the identity so that values and gradients of this
+    branch stay finite (the caller must then use a rank-revealing solve instead).
+    """
+    m = B.shape[0]
+    G = B @ B.T
+    Lg = jnp.linalg.cholesky(jax.lax.stop_gradient(G))
+    d = jnp.diagonal(Lg)
+    eps = jnp.finfo(B.dtype).eps
+    ok = jnp.all(jnp.isfinite(Lg)) & (jnp.min(d) > eps**0.25 * jnp.max(d))
+    G_safe = jnp.where(ok, G, jnp.eye(m, dtype=B.dtype))
+    Lg = jnp.linalg.cholesky(G_safe)
+    lam = jax.scipy.linalg.cho_solve((Lg, True), e)
+    return B.T @ lam, ok

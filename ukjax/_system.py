@@ -1,0 +1,127 @@
+r"""The :class:`System` base class: a mechanical model whose physical parameters are fields."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+
+class System(eqx.Module):
+    r"""Base class of a mechanical system $M(q,t)\ddot q = Q(q,\dot q,t)$ with constraints.
+
+    Subclass it, declare the physical parameters as fields (they become pytree leaves, so
+    a system can be `vmap`-ed over and differentiated), and define:
+
+    - `kinetic_energy(self, t, q, qd)` **or** `mass_matrix(self, t, q)` (one is required).
+      With `kinetic_energy` $T$, the mass matrix is $\partial^2T/\partial\dot q^2$ and all
+      velocity-dependent Lagrange terms
+      $\partial T/\partial q - \tfrac{\partial^2T}{\partial\dot q\partial q}\dot q
+      - \tfrac{\partial^2T}{\partial\dot q\partial t}$ (Coriolis, centrifugal, explicit
+      time dependence) are added to $Q$ by automatic differentiation. With `mass_matrix`
+      alone, the equation is $M\ddot q = Q$ exactly as written: if your $M$ depends on
+      $q$, either give `kinetic_energy` or put the velocity terms in `forces`. If you give
+      both, `mass_matrix` is used for $M$ (e.g. a cheaper closed form) and
+      `kinetic_energy` for the velocity terms.
+    - `potential_energy(self, t, q)` (optional): adds $-\partial V/\partial q$ to $Q$.
+    - `forces(self, t, q, qd)` (optional): other impressed generalized forces (damping,
+      actuation, gravity written as a force, ...).
+    - `holonomic(self, t, q)` (optional): 1-D array $\varphi(q,t)$ of constraints
+      $\varphi = 0$; differentiated twice automatically.
+    - `nonholonomic(self, t, q, qd)` (optional): 1-D array $\psi(q,\dot q,t)$ of
+      constraints $\psi = 0$, possibly nonlinear in $\dot q$; differentiated once.
+    - `acceleration_constraint(self, t, q, qd)` (optional): raw rows `(A, b)` of
+      $A\ddot q = b$, stacked after the other two.
+    - `nonideal_force(self, t, q, qd)` (optional): the vector $C$ that prescribes the
+      virtual work $v^TC$ of non-ideal constraints (Udwadia 2004).
+
+    All methods take the time `t` as a scalar array and `q`, `qd` as (n,) arrays and must be
+    written with `jax.numpy`. Unused optional methods return `None`.
+
+    Example:
+        >>> import jax.numpy as jnp, ukjax
+        >>> class CartesianPendulum(ukjax.System):
+        ...     mass: float = 1.0
+        ...     length: float = 1.0
+        ...     g: float = 9.81
+        ...     def kinetic_energy(self, t, q, qd):
+        ...         return 0.5 * self.mass * qd @ qd
+        ...     def potential_energy(self, t, q):
+        ...         return self.mass * self.g * q[1]
+        ...     def holonomic(self, t, q):
+        ...         return jnp.array([q @ q - self.length**2])
+        >>> qdd = ukjax.acceleration(CartesianPendulum(), 0.0, jnp.array([1.0, 0.0]),
+        ...                          jnp.array([0.0, 0.0]))
+        >>> [round(float(v), 6) for v in qdd]   # released from horizontal: free fall
+        [0.0, -9.81]
+    """
+
+    def kinetic_energy(self, t, q, qd):
+        raise NotImplementedError(
+            f"{type(self).__name__} defines neither kinetic_energy(self, t, q, qd) nor "
+            "mass_matrix(self, t, q); define one of them."
+        )
+
+    def mass_matrix(self, t, q):
+        if not _overrides(self, "kinetic_energy"):
+            raise NotImplementedError(
+                f"{type(self).__name__} defines neither kinetic_energy(self, t, q, qd) nor "
+                "mass_matrix(self, t, q); define one of them."
+            )
+        T = lambda qd: self.kinetic_energy(t, q, qd)
+        return jax.hessian(T)(jnp.zeros_like(q))
+
+    def potential_energy(self, t, q):
+        return None
+
+    def forces(self, t, q, qd):
+        return None
+
+    def holonomic(self, t, q):
+        return None
+
+    def nonholonomic(self, t, q, qd):
+        return None
+
+    def acceleration_constraint(self, t, q, qd):
+        return None
+
+    def nonideal_force(self, t, q, qd):
+        return None
+
+
+def _overrides(system: System, name: str) -> bool:
+    return getattr(type(system), name) is not getattr(System, name)
+
+
+def as_time(t, dtype):
+    """A scalar time of the state's floating dtype."""
+    t = jnp.asarray(t)
+    if t.ndim != 0:
+        raise ValueError(f"t must be a scalar; got shape {t.shape}.")
+    return t.astype(dtype)
+
+
+def check_state(q, qd):
+    """Validate (n,) state arrays at trace time and give them a common floating dtype."""
+    q, qd = jnp.asarray(q), jnp.asarray(qd)
+    if q.ndim != 1:
+        raise ValueError(
+            f"q must be a 1-D array of generalized coordinates; got shape {q.shape}. "
+            "For a batch, use jax.vmap."
+        )
+    if qd.shape != q.shape:
+        raise ValueError(f"qd must have the same shape as q {q.shape}; got {qd.shape}.")
+    dtype = jnp.result_type(q, qd)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        dtype = jnp.result_type(float)
+    return q.astype(dtype), qd.astype(dtype)
+
+
+def floatify(system: System) -> System:
+    """Turn Python float fields into arrays, so that they are traced (not static) and
+    changing a parameter value does not trigger recompilation."""
+    return jax.tree_util.tree_map(
+        lambda x: jnp.asarray(x) if isinstance(x, float) and not isinstance(x, bool) else x,
+        system,
+    )

@@ -1,0 +1,253 @@
+r"""The Udwadia-Kalaba equation for one state.
+
+Given the unconstrained system $M\ddot q = Q$ ($M$ symmetric positive definite), the
+constraints $A\ddot q = b$ ($A$ of shape (m, n), any rank) and the prescribed work vector
+$C$ of non-ideal constraints, the constrained acceleration is (Udwadia 2004, eqs 8-12)
+
+$$\ddot q = a + A_M^+(b - Aa) + (I - A_M^+A)M^{-1}C,\qquad a = M^{-1}Q,$$
+
+with the $M$-weighted Moore-Penrose inverse $A_M^+ = M^{-1/2}(AM^{-1/2})^+$.
+
+**How it is computed.** Factor $M = LL^T$ (Cholesky). Any $W$ with $W^TMW = I$ gives
+$W(AW)^+ = M^{-1/2}(AM^{-1/2})^+$, so with $W = L^{-T}$ and $B = AL^{-T}$
+
+$$\ddot q = a_C + L^{-T} B^+ (b - A a_C),\qquad a_C = M^{-1}(Q + C),$$
+
+which is the same formula (expand it to see the two $M$-orthogonal corrections of
+eq 9). No matrix square root or eigendecomposition of $M$ is formed, so gradients stay
+finite when masses repeat. $B^+e$ is evaluated by a Cholesky factorisation of the small
+Gram matrix $BB^T$ when $A$ has full row rank (the fast path) and by a rank-revealing SVD
+with a custom derivative otherwise (redundant or dependent constraints), chosen at run
+time.
+
+**References.** F. E. Udwadia, R. E. Kalaba, *A new perspective on constrained motion*,
+Proc. R. Soc. Lond. A 439 (1992) 407-410; F. E. Udwadia, *On constrained motion*, Appl.
+Math. Comput. 164 (2005) 313-320.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+import equinox as eqx
+import equinox.internal as eqxi
+import jax
+import jax.numpy as jnp
+
+from ._errors import error_if
+from ._linalg import full_rank_solve, pinv_solve
+
+
+UKMethod = Literal["auto", "svd", "cholesky"]
+_METHODS = ("auto", "svd", "cholesky")
+
+
+class UKTerms(NamedTuple):
+    """Every intermediate of one Udwadia-Kalaba evaluation (all for a single state)."""
+
+    qdd: jax.Array  # constrained acceleration (n,)
+    a: jax.Array  # unconstrained acceleration M^{-1} Q (n,)
+    Qc_ideal: jax.Array  # M A_M^+ (b - A a) (n,)
+    Qc_nonideal: jax.Array  # M (I - A_M^+ A) M^{-1} C (n,)
+    residual: jax.Array  # A qdd - b (m,)
+    inconsistency: jax.Array  # relative least-squares residual of the constraint solve, ()
+    spd_ok: jax.Array  # whether the Cholesky factorisation of M succeeded, ()
+
+
+def _validate(M, Q, A, b, C):
+    M, Q, A, b = (jnp.asarray(x) for x in (M, Q, A, b))
+    if M.ndim != 2 or M.shape[0] != M.shape[1]:
+        raise ValueError(f"M must be a square (n, n) mass matrix; got shape {M.shape}.")
+    n = M.shape[0]
+    if Q.shape != (n,):
+        raise ValueError(f"Q must have shape (n,) = ({n},) to match M {M.shape}; got {Q.shape}.")
+    if A.ndim != 2 or A.shape[1] != n:
+        raise ValueError(
+            f"A must have shape (m, n) with n = {n} columns (one per coordinate); got {A.shape}."
+        )
+    m = A.shape[0]
+    if b.shape != (m,):
+        raise ValueError(f"b must have shape (m,) = ({m},) to match A {A.shape}; got {b.shape}.")
+    if C is not None:
+        C = jnp.asarray(C)
+        if C.shape != (n,):
+            raise ValueError(f"C must have shape (n,) = ({n},) to match M; got {C.shape}.")
+    dtype = jnp.result_type(*(x for x in (M, Q, A, b, C) if x is not None))
+    if not jnp.issubdtype(dtype, jnp.floating):
+        dtype = jnp.result_type(float)
+    cast = lambda x: None if x is None else x.astype(dtype)
+    return cast(M), cast(Q), cast(A), cast(b), cast(C)
+
+
+def _constraint_solve(B, E, method: str):
+    """B^+ E for E of shape (m, k), by the chosen method."""
+    if method == "svd":
+        return pinv_solve(B, E)
+    z_fast, ok = full_rank_solve(B, E)
+    if method == "cholesky":
+        return z_fast
+    # "auto": the fast path when B has full row rank, the rank-revealing solve otherwise.
+    # Under vmap the predicate is reduced over the batch (``unvmap_all``) so that `cond`
+    # stays a real branch: the whole batch takes the fast path when every member has full
+    # row rank, and the exact SVD path otherwise (a batched `select` would always pay for
+    # the SVD).
+    return jax.lax.cond(eqxi.unvmap_all(ok), lambda: z_fast, lambda: pinv_solve(B, E))
+
+
+def uk_terms(M, Q, A, b, C=None, *, method: UKMethod = "auto") -> UKTerms:
+    """All terms of the Udwadia-Kalaba equation, without raising on bad input.
+
+    Use :func:`udwadia_kalaba` or :func:`constraint_forces` unless you need the
+    diagnostics (``residual``, ``inconsistency``, ``spd_ok``).
+    """
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}; got {method!r}.")
+    M, Q, A, b, C = _validate(M, Q, A, b, C)
+    n, m = M.shape[0], A.shape[0]
+    L = jnp.linalg.cholesky(M)
+    spd_ok = jnp.all(jnp.isfinite(L))
+    solve_M = lambda v: jax.scipy.linalg.cho_solve((L, True), v)
+    a = solve_M(Q)
+    zeros = jnp.zeros(n, M.dtype)
+    if m == 0:
+        Qc_ni = zeros if C is None else C
+        qdd = a if C is None else a + solve_M(C)
+        return UKTerms(qdd, a, zeros, Qc_ni, jnp.zeros(0, M.dtype), jnp.zeros((), M.dtype), spd_ok)
+    B = jax.scipy.linalg.solve_triangular(L, A.T, lower=True).T  # A L^{-T}, (m, n)
+    e = b - A @ a
+    if C is None:
+        z = _constraint_solve(B, e[:, None], method)[:, 0]  # B^+ (b - A a)
+        Qc_ni = zeros
+        y = z
+    else:
+        c_tilde = jax.scipy.linalg.solve_triangular(L, C, lower=True)  # L^{-1} C
+        z, w = _constraint_solve(B, jnp.stack([e, B @ c_tilde], axis=1), method).T
+        Qc_ni = C - L @ w  # M (I - A_M^+ A) M^{-1} C, since M A_M^+ A M^{-1} = L B^+ B L^{-1}
+        y = z + c_tilde - w  # B^+ e + (I - B^+ B) L^{-1} C
+    Qc_i = L @ z  # M A_M^+ (b - A a) = L B^+ (b - A a)
+    qdd = a + jax.scipy.linalg.solve_triangular(L.T, y, lower=False)
+    residual = A @ qdd - b
+    # Relative size of the part of b - A a that lies outside the range of A.
+    r_ls = B @ z - e
+    scale = jnp.linalg.norm(e) + jnp.linalg.norm(B) * jnp.linalg.norm(z)
+    tiny = jnp.finfo(M.dtype).tiny
+    inconsistency = jnp.linalg.norm(r_ls) / jnp.maximum(scale, tiny)
+    return UKTerms(qdd, a, Qc_i, Qc_ni, residual, inconsistency, spd_ok)
+
+
+def default_consistency_tol(dtype) -> float:
+    """Relative residual above which constraints count as inconsistent: sqrt(eps)."""
+    return float(jnp.finfo(dtype).eps) ** 0.5
+
+
+def check_terms(x, terms: UKTerms, M, inputs, *, consistency_tol=None):
+    """Return ``x``; raise (inside jit too) on a non-SPD mass matrix, non-finite values or
+    inconsistent constraints."""
+    qdd = x
+    dtype = terms.qdd.dtype
+    tol = default_consistency_tol(dtype) if consistency_tol is None else consistency_tol
+    finite_in = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in inputs]))
+    qdd = error_if(
+        qdd,
+        ~finite_in,
+        "ukjax: non-finite value (NaN or inf) in the inputs of the Udwadia-Kalaba equation "
+        "(state, M, Q, A, b or C). Check the initial state, the parameters and that the "
+        "simulation has not diverged (reduce the time span or tighten the tolerances).",
+    )
+    asym = jnp.max(jnp.abs(M - M.T)) / jnp.maximum(jnp.max(jnp.abs(M)), jnp.finfo(dtype).tiny)
+    qdd = error_if(
+        qdd,
+        (asym > 1e3 * jnp.finfo(dtype).eps) | ~terms.spd_ok,
+        "ukjax: the mass matrix is not symmetric positive definite (asymmetric, or its "
+        "Cholesky factorisation failed). Check that every mass and inertia is > 0 and that "
+        "mass_matrix/kinetic_energy describes a positive-definite kinetic energy.",
+        relative_asymmetry=asym,
+    )
+    qdd = error_if(
+        qdd,
+        terms.inconsistency > tol,
+        "ukjax: inconsistent constraints: b is not in the range of A, so no acceleration "
+        "satisfies A qdd = b (the relative least-squares residual printed above exceeds "
+        "consistency_tol). Check for contradictory constraints, or for a state that has "
+        "drifted far off the constraint manifold of redundant constraints.",
+        relative_residual=terms.inconsistency,
+        tolerance=jnp.asarray(tol, dtype),
+    )
+    return qdd
+
+
+def udwadia_kalaba(
+    M, Q, A, b, C=None, *, method: UKMethod = "auto", check: bool = True, consistency_tol=None
+) -> jax.Array:
+    r"""Constrained acceleration $\ddot q$ from the Udwadia-Kalaba equation.
+
+    $$\ddot q = a + M^{-1/2}(AM^{-1/2})^+(b - Aa) + (I - A_M^+A)M^{-1}C,\qquad a = M^{-1}Q.$$
+
+    **Arguments:**
+
+    - `M`: (n, n) symmetric positive-definite mass matrix.
+    - `Q`: (n,) impressed generalized force.
+    - `A`: (m, n) constraint matrix of $A\ddot q = b$; any rank (redundant rows are fine);
+      m may be 0.
+    - `b`: (m,) right-hand side.
+    - `C`: (n,) prescribed work vector of non-ideal constraints, or `None` (ideal).
+    - `method`: `"auto"` (default: Cholesky of $AM^{-1}A^T$ when $A$ has full row rank,
+      else an SVD), `"svd"` (always rank-revealing) or `"cholesky"` (full row rank only;
+      fastest, wrong for redundant constraints).
+    - `check`: raise on a non-SPD `M`, non-finite inputs or inconsistent constraints.
+    - `consistency_tol`: relative least-squares residual above which the constraints are
+      reported as inconsistent (default $\sqrt{\varepsilon}$ of the dtype).
+
+    **Returns:** the (n,) acceleration. Works under `jit`, `vmap`, `grad` and `jvp`.
+
+    **Raises:** `ValueError` at trace time on wrong shapes; `equinox.EquinoxRuntimeError`
+    at run time when a check fails.
+
+    Example:
+        >>> import jax.numpy as jnp, ukjax
+        >>> M = jnp.eye(2); Q = jnp.array([0.0, -9.81])       # unit mass, gravity along -y
+        >>> A = jnp.array([[1.0, 0.0]]); b = jnp.array([0.0])  # x'' = 0
+        >>> ukjax.udwadia_kalaba(M, Q, A, b)
+        Array([ 0.  , -9.81], dtype=float32)
+    """
+    M, Q, A, b, C = _validate(M, Q, A, b, C)
+    return _udwadia_kalaba(M, Q, A, b, C, method, check, consistency_tol)
+
+
+@eqx.filter_jit
+def _udwadia_kalaba(M, Q, A, b, C, method, check, consistency_tol):
+    terms = uk_terms(M, Q, A, b, C, method=method)
+    if not check:
+        return terms.qdd
+    inputs = [M, Q, A, b] + ([] if C is None else [C])
+    return check_terms(terms.qdd, terms, M, inputs, consistency_tol=consistency_tol)
+
+
+def constraint_forces(M, Q, A, b, C=None, *, method: UKMethod = "auto", check: bool = True):
+    r"""Ideal and non-ideal generalized constraint forces (Udwadia 2004, eqs 11-12).
+
+    $$Q^c_i = MA_M^+(b - Aa),\qquad Q^c_{ni} = M(I - A_M^+A)M^{-1}C,$$
+
+    so that $M\ddot q = Q + Q^c_i + Q^c_{ni}$. Arguments as :func:`udwadia_kalaba`.
+
+    **Returns:** `(Qc_ideal, Qc_nonideal)`, each of shape (n,); `Qc_nonideal` is zero when
+    `C` is `None`.
+
+    Example:
+        >>> import jax.numpy as jnp, ukjax
+        >>> Qi, Qni = ukjax.constraint_forces(jnp.eye(2), jnp.array([0.0, -9.81]),
+        ...                                   jnp.array([[0.0, 1.0]]), jnp.array([0.0]))
+        >>> Qi   # the support pushes up with m g
+        Array([0.  , 9.81], dtype=float32)
+    """
+    M, Q, A, b, C = _validate(M, Q, A, b, C)
+    return _constraint_forces(M, Q, A, b, C, method, check)
+
+
+@eqx.filter_jit
+def _constraint_forces(M, Q, A, b, C, method, check):
+    terms = uk_terms(M, Q, A, b, C, method=method)
+    if check:
+        inputs = [M, Q, A, b] + ([] if C is None else [C])
+        return check_terms((terms.Qc_ideal, terms.Qc_nonideal), terms, M, inputs)
+    return terms.Qc_ideal, terms.Qc_nonideal

@@ -1,0 +1,9 @@
+"""Ready-made systems from the seed documents (parameters as fields, seed values as defaults)."""
+
+from ._duffing import DuffingOscillator as DuffingOscillator
+from ._pendulums import (
+    CartesianPendulum as CartesianPendulum,
+    DoubleRodPendulum as DoubleRodPendulum,
+    PlanarChain as PlanarChain,
+    SimplePendulum as SimplePendulum,
+)
