@@ -96,8 +96,9 @@ def constraint_matrices(system: System, t, q, qd):
         >>> from ukjax.systems import CartesianPendulum
         >>> A, b = ukjax.constraint_matrices(CartesianPendulum(), 0.0,
         ...     jnp.array([0.6, -0.8]), jnp.array([0.8, 0.6]))
-        >>> A, b            # A = 2 q^T, b = -2 |qd|^2
-        (Array([[ 1.2, -1.6]], dtype=float32), Array([-2.], dtype=float32))
+        >>> [[round(float(v), 6) for v in row] for row in A], [round(float(v), 6) for v in b]
+        ([[1.2, -1.6]], [-2.0])
+        >>> # A = 2 q^T and b = -2 |qd|^2
     """
     q, qd = check_state(q, qd)
     t = as_time(t, q.dtype)

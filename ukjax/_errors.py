@@ -30,14 +30,21 @@ def _print_values(header: str, **values):
 def error_if(x, pred, msg: str, **values):
     """Return ``x``; raise ``msg`` at run time if any element of ``pred`` is true.
 
-    ``values`` (named arrays) are printed to stderr before the error, only when it fires.
+    ``values`` (named arrays) are printed to stderr before the error, only when it fires, as
+    their largest absolute value (over the whole batch under ``vmap``).
     """
     pred = jnp.any(pred)
     if values:
         header = msg.split(".")[0]
+        # Scalars reduced over any vmap batch (the worst case is printed): a batched
+        # callback would be unrolled once per batch element at compile time.
+        worst = {
+            k: eqxi.unvmap_max(jnp.max(jnp.abs(jax.lax.stop_gradient(v))))
+            for k, v in values.items()
+        }
 
         def _report(vals):
             jax.debug.callback(lambda **v: _print_values(header, **v), **vals)
 
-        jax.lax.cond(eqxi.unvmap_any(pred), _report, lambda vals: None, values)
+        jax.lax.cond(eqxi.unvmap_any(pred), _report, lambda vals: None, worst)
     return eqx.error_if(x, pred, msg)

@@ -207,8 +207,8 @@ def udwadia_kalaba(
         >>> import jax.numpy as jnp, ukjax
         >>> M = jnp.eye(2); Q = jnp.array([0.0, -9.81])       # unit mass, gravity along -y
         >>> A = jnp.array([[1.0, 0.0]]); b = jnp.array([0.0])  # x'' = 0
-        >>> ukjax.udwadia_kalaba(M, Q, A, b)
-        Array([ 0.  , -9.81], dtype=float32)
+        >>> [round(float(v), 6) for v in ukjax.udwadia_kalaba(M, Q, A, b)]
+        [0.0, -9.81]
     """
     M, Q, A, b, C = _validate(M, Q, A, b, C)
     return _udwadia_kalaba(M, Q, A, b, C, method, check, consistency_tol)
@@ -237,8 +237,8 @@ def constraint_forces(M, Q, A, b, C=None, *, method: UKMethod = "auto", check: b
         >>> import jax.numpy as jnp, ukjax
         >>> Qi, Qni = ukjax.constraint_forces(jnp.eye(2), jnp.array([0.0, -9.81]),
         ...                                   jnp.array([[0.0, 1.0]]), jnp.array([0.0]))
-        >>> Qi   # the support pushes up with m g
-        Array([0.  , 9.81], dtype=float32)
+        >>> [round(float(v), 6) for v in Qi]   # the support pushes up with m g
+        [0.0, 9.81]
     """
     M, Q, A, b, C = _validate(M, Q, A, b, C)
     return _constraint_forces(M, Q, A, b, C, method, check)

@@ -1,0 +1,43 @@
+"""Timing helpers shared by the benchmark scripts."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+
+import jax
+
+
+def machine_info() -> dict:
+    return {
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "device": str(jax.devices()[0]),
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def time_compile_and_run(fn, *args, repeats: int = 3):
+    """(seconds for lower+compile, best seconds of `repeats` compiled runs, output)."""
+    jitted = jax.jit(fn)
+    t0 = time.perf_counter()
+    compiled = jitted.lower(*args).compile()
+    t_compile = time.perf_counter() - t0
+    out = jax.block_until_ready(compiled(*args))
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = jax.block_until_ready(compiled(*args))
+        best = min(best, time.perf_counter() - t0)
+    return t_compile, best, out
+
+
+def write_json(path: str, payload: dict) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(payload, f, indent=2)
+    print(f"wrote {path}")
