@@ -53,6 +53,12 @@ def main():
     for _ in range(n):
         acc(q0, qd0).block_until_ready()
     acc_per_s = n / (time.perf_counter() - t0)
+    acc_nc = jax.jit(lambda q, qd: ukjax.acceleration(sys_, 0.0, q, qd, check=False))
+    acc_nc(q0, qd0).block_until_ready()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        acc_nc(q0, qd0).block_until_ready()
+    acc_nc_per_s = n / (time.perf_counter() - t0)
     qn, qdn = np.asarray(q0), np.asarray(qd0)
     t0 = time.perf_counter()
     for _ in range(n):
@@ -90,6 +96,7 @@ def main():
 
     rows = [
         ("acceleration, single state (jit), calls/s", f"{acc_per_s:,.0f}"),
+        ("acceleration, single state, check=False, calls/s", f"{acc_nc_per_s:,.0f}"),
         ("NumPy eigh+pinv peer, single state, calls/s", f"{np_per_s:,.0f}"),
         (f"acceleration, vmap batch {B}: compile s", f"{c_acc:.2f}"),
         (f"acceleration, vmap batch {B}: states/s", f"{B / r_acc:,.0f}"),

@@ -16,6 +16,7 @@ import importlib.metadata
 
 from . import systems as systems
 from ._constraints import constraint_matrices as constraint_matrices
+from ._diagnostics import Diagnostics as Diagnostics, diagnostics as diagnostics
 from ._dynamics import (
     acceleration as acceleration,
     energy as energy,
@@ -28,6 +29,11 @@ from ._initial import (
     project_initial_conditions as project_initial_conditions,
 )
 from ._simulate import Solution as Solution, simulate as simulate
+from ._stabilization import (
+    Baumgarte as Baumgarte,
+    KuttaMerson as KuttaMerson,
+    Projection as Projection,
+)
 from ._system import System as System
 from ._uk import (
     UKTerms as UKTerms,

@@ -77,9 +77,9 @@ def _demo(args) -> int:
     cmap = plt.get_cmap("viridis")
     for j, i in enumerate(idx):
         c = cmap(j / max(len(idx) - 1, 1))
-        axes[0].plot(sol.q[i, :, 1], sol.q[i, :, 2], color=c, lw=1)
+        axes[0].plot(ts, sol.q[i, :, 2], color=c, lw=1)
         axes[1].plot(ts, sol.q[i, :, 1], color=c, lw=1, label=f"y'(0)={float(yd0[i]):.2f}")
-    axes[0].set(xlabel="y", ylabel="z", title="Paths in the y-z plane (seed Fig. 9)")
+    axes[0].set(xlabel="t", ylabel="z(t)", title="Out-of-plane motion z(t) (seed Fig. 8)")
     axes[1].set(xlabel="t", ylabel="y(t)", title="y(t) (seed Fig. 8)")
     axes[1].legend(fontsize=6, ncol=2)
     axes[2].semilogy(ts, np.maximum(np.asarray(res).max(axis=0), 1e-17), label="max constraint residual")

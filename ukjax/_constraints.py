@@ -33,21 +33,31 @@ def _as_rows(value, name: str, system: System, dtype) -> jax.Array:
     return value.astype(dtype)
 
 
-def holonomic_rows(system: System, t, q, qd):
-    """(A, b) rows of the holonomic constraints, or None."""
+def holonomic_rows(system: System, t, q, qd, stabilization=None):
+    r"""(A, b) rows of the holonomic constraints, or None.
+
+    With a :class:`~ukjax.Baumgarte` stabilization, b gains $-2\alpha\dot\varphi -
+    \beta^2\varphi$."""
     if system.holonomic(t, q) is None:
         return None
     phi = lambda t_, q_: _as_rows(system.holonomic(t_, q_), "holonomic", system, q.dtype)
     A = jax.jacfwd(phi, argnums=1)(t, q)
     one = jnp.ones((), q.dtype)
     line = lambda s: phi(t + s, q + s * qd)
-    first = lambda s: jax.jvp(line, (s,), (one,))[1]
-    _, second = jax.jvp(first, (jnp.zeros((), q.dtype),), (one,))
-    return A, -second
+    first = lambda s: jax.jvp(line, (s,), (one,))  # (phi, phi_dot) along the motion
+    (phi0, phid0), (_, phidd) = jax.jvp(first, (jnp.zeros((), q.dtype),), (one,))
+    b = -phidd
+    if _is_baumgarte(stabilization):
+        alpha = jnp.asarray(stabilization.alpha, q.dtype)
+        beta = jnp.asarray(stabilization.beta, q.dtype)
+        b = b - 2.0 * alpha * phid0 - beta**2 * phi0
+    return A, b
 
 
-def nonholonomic_rows(system: System, t, q, qd):
-    """(A, b) rows of the nonholonomic constraints, or None."""
+def nonholonomic_rows(system: System, t, q, qd, stabilization=None):
+    r"""(A, b) rows of the nonholonomic constraints, or None.
+
+    With a :class:`~ukjax.Baumgarte` stabilization, b gains $-\alpha\psi$."""
     if system.nonholonomic(t, q, qd) is None:
         return None
     psi = lambda t_, q_, qd_: _as_rows(
@@ -55,8 +65,28 @@ def nonholonomic_rows(system: System, t, q, qd):
     )
     A = jax.jacfwd(psi, argnums=2)(t, q, qd)
     one = jnp.ones((), q.dtype)
-    _, psi_dot = jax.jvp(lambda t_, q_: psi(t_, q_, qd), (t, q), (one, qd))
-    return A, -psi_dot
+    psi0, psi_dot = jax.jvp(lambda t_, q_: psi(t_, q_, qd), (t, q), (one, qd))
+    b = -psi_dot
+    if _is_baumgarte(stabilization):
+        b = b - jnp.asarray(stabilization.alpha, q.dtype) * psi0
+    return A, b
+
+
+def _is_baumgarte(stabilization) -> bool:
+    from ._stabilization import Baumgarte
+
+    if stabilization is None:
+        return False
+    if isinstance(stabilization, Baumgarte):
+        return True
+    from ._stabilization import Projection
+
+    if isinstance(stabilization, Projection):
+        return False
+    raise TypeError(
+        "stabilization must be None, ukjax.Baumgarte(alpha, beta) or ukjax.Projection(); got "
+        f"{type(stabilization).__name__}."
+    )
 
 
 def raw_rows(system: System, t, q, qd):
@@ -82,11 +112,13 @@ def raw_rows(system: System, t, q, qd):
     return A, b
 
 
-def constraint_matrices(system: System, t, q, qd):
+def constraint_matrices(system: System, t, q, qd, *, stabilization=None):
     r"""The stacked constraint rows $(A, b)$ of $A\ddot q = b$ at one state.
 
     Rows come in the order: holonomic (differentiated twice), nonholonomic
-    (differentiated once), then raw `acceleration_constraint` rows.
+    (differentiated once), then raw `acceleration_constraint` rows. With
+    `stabilization=ukjax.Baumgarte(alpha, beta)` the holonomic and nonholonomic rows of `b`
+    carry the Baumgarte feedback terms (raw rows are left as given).
 
     **Returns:** `A` of shape (m, n) and `b` of shape (m,); m = 0 when the system has no
     constraints.
@@ -105,8 +137,8 @@ def constraint_matrices(system: System, t, q, qd):
     blocks = [
         rows
         for rows in (
-            holonomic_rows(system, t, q, qd),
-            nonholonomic_rows(system, t, q, qd),
+            holonomic_rows(system, t, q, qd, stabilization),
+            nonholonomic_rows(system, t, q, qd, stabilization),
             raw_rows(system, t, q, qd),
         )
         if rows is not None

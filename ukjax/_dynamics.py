@@ -71,13 +71,13 @@ def nonideal_force(system: System, t, q, qd):
 
 
 def acceleration_terms(
-    system: System, t, q, qd, *, method: UKMethod = "auto"
+    system: System, t, q, qd, *, method: UKMethod = "auto", stabilization=None
 ) -> tuple[UKTerms, tuple]:
     """All Udwadia-Kalaba terms for the system at one state, plus the raw inputs."""
     q, qd = check_state(q, qd)
     t = as_time(t, q.dtype)
     M, Q = mass_and_force(system, t, q, qd)
-    A, b = constraint_matrices(system, t, q, qd)
+    A, b = constraint_matrices(system, t, q, qd, stabilization=stabilization)
     C = nonideal_force(system, t, q, qd)
     terms = uk_terms(M, Q, A, b, C, method=method)
     inputs = (q, qd, M, Q, A, b) + (() if C is None else (C,))
@@ -93,12 +93,14 @@ def acceleration(
     method: UKMethod = "auto",
     check: bool = True,
     consistency_tol=None,
+    stabilization=None,
 ) -> jax.Array:
     r"""The constrained acceleration $\ddot q$ of a system at one state $(t, q, \dot q)$.
 
     Builds $M$ and $Q$ from the system's energies and forces, $A$ and $b$ from its
     constraints (automatic differentiation), and solves the Udwadia-Kalaba equation
     (see :func:`ukjax.udwadia_kalaba` for `method`, `check` and `consistency_tol`).
+    `stabilization=ukjax.Baumgarte(alpha, beta)` adds Baumgarte feedback to `b`.
 
     **Returns:** (n,) array. `jit`/`vmap`/`grad` compatible; batch with `jax.vmap`.
 
@@ -112,12 +114,16 @@ def acceleration(
     """
     q, qd = check_state(q, qd)
     t = as_time(t, q.dtype)
-    return _acceleration(floatify(system), t, q, qd, method, check, consistency_tol)
+    return _acceleration(
+        floatify(system), t, q, qd, method, check, consistency_tol, floatify(stabilization)
+    )
 
 
 @eqx.filter_jit
-def _acceleration(system, t, q, qd, method, check, consistency_tol):
-    terms, inputs = acceleration_terms(system, t, q, qd, method=method)
+def _acceleration(system, t, q, qd, method, check, consistency_tol, stabilization):
+    terms, inputs = acceleration_terms(
+        system, t, q, qd, method=method, stabilization=stabilization
+    )
     if not check:
         return terms.qdd
     return check_terms(terms.qdd, terms, inputs[2], inputs, consistency_tol=consistency_tol)

@@ -13,6 +13,7 @@ import numpy as np
 from ._dynamics import acceleration_terms
 from ._errors import error_if
 from ._initial import constraint_residuals, project_initial_conditions
+from ._stabilization import Baumgarte, Projection, ProjectedSolver
 from ._system import System, check_state, floatify
 from ._uk import UKMethod, check_terms
 
@@ -38,13 +39,16 @@ class Solution(eqx.Module):
 
 class _VectorField(eqx.Module):
     system: System
+    stabilization: Any
     method: str = eqx.field(static=True)
     check: bool = eqx.field(static=True)
     consistency_tol: float | None = eqx.field(static=True)
 
     def __call__(self, t, y, args):
         q, qd = y
-        terms, inputs = acceleration_terms(self.system, t, q, qd, method=self.method)
+        terms, inputs = acceleration_terms(
+            self.system, t, q, qd, method=self.method, stabilization=self.stabilization
+        )
         qdd = terms.qdd
         if self.check:
             qdd = check_terms(qdd, terms, inputs[2], inputs, consistency_tol=self.consistency_tol)
@@ -81,7 +85,7 @@ def _is_concrete(*xs) -> bool:
 @eqx.debug.assert_max_traces(max_traces=None)
 def _simulate_impl(
     system, q0, qd0, ts, solver, stepsize_controller, dt0, adjoint, max_steps, throw,
-    progress_meter, method, check, consistency_tol, initial_conditions, ic_tol,
+    progress_meter, method, check, consistency_tol, initial_conditions, ic_tol, stabilization,
 ):
     t0 = ts[0]
     if initial_conditions == "project":
@@ -97,7 +101,17 @@ def _simulate_impl(
             max_velocity_residual=jnp.max(jnp.abs(res.velocity), initial=0.0),
             max_nonholonomic_residual=jnp.max(jnp.abs(res.nonholonomic), initial=0.0),
         )
-    field = _VectorField(system, method, check, consistency_tol)
+    saveat = diffrax.SaveAt(ts=ts)
+    if isinstance(stabilization, Projection):
+        solver = ProjectedSolver(solver, system, stabilization.iterations)
+        project = lambda t, y, args: project_initial_conditions(
+            system, t, y[0], y[1], iterations=stabilization.iterations
+        )
+        saveat = diffrax.SaveAt(ts=ts, fn=project)
+        baumgarte = None
+    else:
+        baumgarte = stabilization
+    field = _VectorField(system, baumgarte, method, check, consistency_tol)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(field),
         solver,
@@ -105,7 +119,7 @@ def _simulate_impl(
         t1=ts[-1],
         dt0=dt0,
         y0=(q0, qd0),
-        saveat=diffrax.SaveAt(ts=ts),
+        saveat=saveat,
         stepsize_controller=stepsize_controller,
         adjoint=adjoint,
         max_steps=max_steps,
@@ -132,6 +146,7 @@ def simulate(
     dt0: float | None = None,
     adjoint: diffrax.AbstractAdjoint | None = None,
     max_steps: int | None = 100_000,
+    stabilization: Baumgarte | Projection | None = None,
     initial_conditions: Literal["check", "project", "ignore"] = "check",
     initial_conditions_tol: float | None = None,
     method: UKMethod = "auto",
@@ -160,6 +175,10 @@ def simulate(
       `diffrax.RecursiveCheckpointAdjoint()`. `diffrax.ForwardMode()` suits few
       parameters.
     - `max_steps`: bound on the number of steps (default 100 000).
+    - `stabilization`: `None` (default: plain UK, constraints enforced at acceleration
+      level only), `ukjax.Baumgarte(alpha, beta)` (feedback on the constraint residuals,
+      differentiable in the gains) or `ukjax.Projection()` (mass-metric projection after
+      every step); see :mod:`ukjax._stabilization`.
     - `initial_conditions`: `"check"` (default: refuse initial conditions that violate the
       position/velocity-level constraints, printing the residuals), `"project"` (move
       them to the nearest consistent state in the mass metric, see
@@ -204,6 +223,12 @@ def simulate(
     if _is_concrete(ts) and not bool(np.all(np.diff(np.asarray(ts)) > 0)):
         raise ValueError("ts must be strictly increasing.")
     system = floatify(system)
+    if stabilization is not None and not isinstance(stabilization, (Baumgarte, Projection)):
+        raise TypeError(
+            "stabilization must be None, ukjax.Baumgarte(alpha, beta) or ukjax.Projection(); "
+            f"got {type(stabilization).__name__}."
+        )
+    stabilization = floatify(stabilization)
     if solver is None:
         solver = diffrax.Dopri8()
     if stepsize_controller is None:
@@ -240,5 +265,5 @@ def simulate(
 
     return _simulate_jit(
         system, q0, qd0, ts, solver, stepsize_controller, dt0, adjoint, max_steps, throw,
-        progress_meter, method, check, consistency_tol, initial_conditions, ic_tol,
+        progress_meter, method, check, consistency_tol, initial_conditions, ic_tol, stabilization,
     )

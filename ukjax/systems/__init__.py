@@ -7,3 +7,5 @@ from ._pendulums import (
     PlanarChain as PlanarChain,
     SimplePendulum as SimplePendulum,
 )
+from ._swarm import SwarmRobots as SwarmRobots
+from ._varying_length_pendulum import VaryingLengthPendulum as VaryingLengthPendulum
