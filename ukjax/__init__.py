@@ -23,6 +23,13 @@ from ._dynamics import (
     kinetic_energy as kinetic_energy,
     mass_and_force as mass_and_force,
 )
+from ._fit import (
+    FitResult as FitResult,
+    TrajectoryData as TrajectoryData,
+    fit as fit,
+    predict as predict,
+    trajectory_loss as trajectory_loss,
+)
 from ._initial import (
     ConstraintResiduals as ConstraintResiduals,
     constraint_residuals as constraint_residuals,

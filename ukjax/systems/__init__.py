@@ -9,3 +9,4 @@ from ._pendulums import (
 )
 from ._swarm import SwarmRobots as SwarmRobots
 from ._varying_length_pendulum import VaryingLengthPendulum as VaryingLengthPendulum
+from ._polar import LogSpiralParticle as LogSpiralParticle, PolarProjectile as PolarProjectile

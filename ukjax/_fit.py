@@ -1,0 +1,277 @@
+r"""Parameter identification: fit a system's fields to observed motion with optax."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ._dynamics import acceleration_terms
+from ._simulate import simulate
+from ._system import System, floatify
+
+
+def _tree_norm(tree):
+    leaves = jax.tree_util.tree_leaves(tree)
+    return jnp.sqrt(sum(jnp.sum(jnp.square(x)) for x in leaves))
+
+
+class TrajectoryData(eqx.Module):
+    r"""Observed motion of a system, for :func:`trajectory_loss` and :func:`fit`.
+
+    - `ts` (T,): observation times (integration starts at `ts[0]`).
+    - `q0`, `qd0` (n,): the known initial state.
+    - `q` (T, n) or `None`: observed coordinates.
+    - `qd` (T, n) or `None`: observed velocities.
+    - `constraint_forces` (T, n) or `None`: observed generalized constraint forces
+      $Q^c = Q^c_i + Q^c_{ni}$ (e.g. measured support reactions or the force of the
+      actuator that realises a constraint).
+    - `observed` (k,) integer indices or `None`: which coordinates of `q`/`qd`/forces are
+      measured (partial observation); `None` means all.
+
+    Several trajectories (same `ts`): give `q0`, `qd0` and each observation a leading
+    batch axis, (B, n) and (B, T, n).
+    """
+
+    ts: jax.Array
+    q0: jax.Array
+    qd0: jax.Array
+    q: jax.Array | None = None
+    qd: jax.Array | None = None
+    constraint_forces: jax.Array | None = None
+    observed: Any = eqx.field(static=True, default=None)
+
+    @property
+    def batched(self) -> bool:
+        return jnp.ndim(self.q0) == 2
+
+
+def predict(system: System, data: TrajectoryData, **simulate_kwargs) -> dict[str, jax.Array]:
+    """Simulate from the data's initial state(s) and return the quantities that the data
+    observes: a dict with `q`, `qd` and/or `constraint_forces` (batched like the data)."""
+
+    def one(q0, qd0):
+        sol = simulate(system, q0, qd0, data.ts, **simulate_kwargs)
+        out = {}
+        if data.q is not None:
+            out["q"] = sol.q
+        if data.qd is not None:
+            out["qd"] = sol.qd
+        if data.constraint_forces is not None:
+            stab = simulate_kwargs.get("stabilization")
+            baumgarte = stab if type(stab).__name__ == "Baumgarte" else None
+
+            def forces(t, q, qd):
+                terms, _ = acceleration_terms(system, t, q, qd, stabilization=baumgarte)
+                return terms.Qc_ideal + terms.Qc_nonideal
+
+            out["constraint_forces"] = jax.vmap(forces)(sol.ts, sol.q, sol.qd)
+        return out
+
+    if data.batched:
+        return jax.vmap(one)(data.q0, data.qd0)
+    return one(data.q0, data.qd0)
+
+
+def trajectory_loss(data: TrajectoryData, *, weights: dict | None = None, **simulate_kwargs):
+    r"""A loss `loss(system)`: mean squared misfit of the observed quantities.
+
+    Each observable (q, qd, constraint forces) is divided by its root-mean-square value in
+    the data, so that quantities of different units weigh alike; `weights` (a dict with
+    keys `"q"`, `"qd"`, `"constraint_forces"`) rescales them. Only the coordinates in
+    `data.observed` count. `simulate_kwargs` go to :func:`ukjax.simulate` (by default
+    `initial_conditions="ignore"`: the initial state is the data's).
+    """
+    simulate_kwargs.setdefault("initial_conditions", "ignore")
+    observed = {k: v for k, v in (("q", data.q), ("qd", data.qd),
+                                  ("constraint_forces", data.constraint_forces)) if v is not None}
+    if not observed:
+        raise ValueError("TrajectoryData observes nothing: give q, qd and/or constraint_forces.")
+    idx = None if data.observed is None else np.asarray(data.observed)
+    select = (lambda x: x) if idx is None else (lambda x: x[..., idx])
+    scales = {k: jnp.sqrt(jnp.mean(select(v) ** 2)) + jnp.finfo(jnp.result_type(v)).tiny
+              for k, v in observed.items()}
+    weights = {} if weights is None else dict(weights)
+
+    def loss(system):
+        pred = predict(system, data, **simulate_kwargs)
+        total = 0.0
+        for k, v in observed.items():
+            r = (select(pred[k]) - select(v)) / scales[k]
+            total = total + weights.get(k, 1.0) * jnp.mean(r**2)
+        return total
+
+    return loss
+
+
+class FitResult(eqx.Module):
+    """The outcome of :func:`fit`.
+
+    - `system`: the system with the fitted values.
+    - `params`: dict name -> fitted value.
+    - `loss`: final loss; `losses`: the loss at every step.
+    - `steps`: optimiser steps taken.
+    - `converged`: whether a stopping criterion (`gtol` or `ftol`) was met before
+      `max_steps`; `message` says which.
+    - `grad_norm`: norm of the gradient (w.r.t. the unconstrained parameters) at the end.
+    """
+
+    system: System
+    params: dict
+    loss: float
+    losses: np.ndarray
+    steps: int
+    converged: bool
+    message: str
+    grad_norm: float
+
+    def __repr__(self):
+        vals = ", ".join(f"{k}={np.array2string(np.asarray(v), precision=6)}"
+                         for k, v in self.params.items())
+        return (f"FitResult({vals}; loss={self.loss:.3e}, steps={self.steps}, "
+                f"converged={self.converged}: {self.message})")
+
+
+def _getter(names: Sequence[str]):
+    def where(s):
+        return [getattr(s, n) for n in names]
+
+    return where
+
+
+def fit(
+    system: System,
+    loss: Callable[[System], jax.Array] | TrajectoryData,
+    *,
+    params: Sequence[str],
+    positive: bool | Sequence[str] = True,
+    optimiser: optax.GradientTransformation | None = None,
+    max_steps: int = 200,
+    gtol: float = 1e-9,
+    ftol: float = 1e-10,
+    progress: bool | int = True,
+    **simulate_kwargs,
+) -> FitResult:
+    r"""Fit fields of `system` by minimising `loss(system)` with an optax optimiser.
+
+    **Arguments:**
+
+    - `system`: the model with initial guesses for the parameters.
+    - `loss`: a function `system -> scalar`, or a :class:`TrajectoryData` (then
+      :func:`trajectory_loss` is used, with `simulate_kwargs`).
+    - `params`: names of the fields to fit (scalars or arrays); every other field is held
+      fixed (this is the filter spec).
+    - `positive`: `True` (all fitted fields are positive, the default for physical
+      parameters), `False`, or the names of the positive ones. Positive fields are
+      optimised as $\log\theta$, which also makes the steps relative (parameters of
+      different magnitudes converge alike).
+    - `optimiser`: any optax transformation; default `optax.lbfgs()` (quasi-Newton with a
+      zoom line search; few steps on smooth least-squares problems). First-order ones
+      such as `optax.adam(1e-2)` work too.
+    - `max_steps`: bound on optimiser steps.
+    - `gtol`: stop when the gradient norm (unconstrained parameters) falls below it.
+    - `ftol`: stop when the relative loss decrease stays below it for 3 steps.
+    - `progress`: print the loss every 10 steps (or every `progress` steps); `False` for
+      silence.
+
+    **Returns:** a :class:`FitResult`.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, ukjax
+        >>> jax.config.update("jax_enable_x64", True)
+        >>> from ukjax.systems import CartesianPendulum
+        >>> ts = jnp.linspace(0.0, 2.0, 21)
+        >>> true = CartesianPendulum(length=1.0, g=9.81)
+        >>> sol = ukjax.simulate(true, jnp.array([0.6, -0.8]), jnp.zeros(2), ts)
+        >>> data = ukjax.TrajectoryData(ts, sol.q[0], sol.qd[0], q=sol.q)
+        >>> res = ukjax.fit(CartesianPendulum(length=1.0, g=8.0), data, params=["g"],
+        ...                 progress=False)
+        >>> round(float(res.params["g"]), 6), res.converged
+        (9.81, True)
+    """
+    if isinstance(loss, TrajectoryData):
+        loss = trajectory_loss(loss, **simulate_kwargs)
+    elif simulate_kwargs:
+        raise TypeError("simulate keyword arguments only apply when `loss` is TrajectoryData.")
+    names = list(params)
+    if not names:
+        raise ValueError("params must name at least one field of the system to fit.")
+    for n in names:
+        if not hasattr(system, n):
+            raise ValueError(f"{type(system).__name__} has no field {n!r} to fit.")
+        if not eqx.is_inexact_array_like(getattr(system, n)):
+            raise ValueError(f"Field {n!r} is not a floating-point value; it cannot be fitted.")
+    pos = set(names) if positive is True else set() if positive is False else set(positive)
+    unknown = pos - set(names)
+    if unknown:
+        raise ValueError(f"positive names {sorted(unknown)} are not among params {names}.")
+    system = floatify(system)
+    theta0 = {n: jnp.asarray(getattr(system, n)) for n in names}
+    for n in pos:
+        if not bool(jnp.all(theta0[n] > 0)):
+            raise ValueError(f"{n!r} is declared positive but its initial value is not > 0.")
+    to_u = {n: (jnp.log if n in pos else (lambda x: x)) for n in names}
+    from_u = {n: (jnp.exp if n in pos else (lambda x: x)) for n in names}
+    # Strongly typed leaves: weakly typed ones would retrace the step after the first update.
+    u0 = {n: jnp.asarray(to_u[n](theta0[n]), dtype=jnp.result_type(theta0[n], float))
+          + jnp.zeros((), jnp.result_type(theta0[n], float)) for n in names}
+    where = _getter(names)
+
+    def build(u):
+        return eqx.tree_at(where, system, [from_u[n](u[n]) for n in names])
+
+    def objective(u):
+        return loss(build(u))
+
+    optimiser = optax.lbfgs() if optimiser is None else optimiser
+    value_and_grad = jax.value_and_grad(objective)
+
+    @eqx.filter_jit
+    def step(u, opt_state):
+        value, grad = value_and_grad(u)
+        updates, opt_state = optimiser.update(
+            grad, opt_state, u, value=value, grad=grad, value_fn=objective
+        )
+        gnorm = _tree_norm(grad)
+        return optax.apply_updates(u, updates), opt_state, value, gnorm
+
+    every = 10 if progress is True else int(progress)
+    u, opt_state = u0, optimiser.init(u0)
+    losses, small, message, converged = [], 0, f"max_steps={max_steps} reached", False
+    t0 = time.perf_counter()
+    gnorm = np.inf
+    for k in range(max_steps):
+        u_new, opt_state, value, gnorm = step(u, opt_state)
+        value, gnorm = float(value), float(gnorm)
+        if not np.isfinite(value):
+            message = "loss became non-finite; try a smaller learning rate or a better start"
+            break
+        losses.append(value)
+        if every and (k % every == 0):
+            vals = ", ".join(f"{n}={np.array2string(np.asarray(from_u[n](u[n])), precision=5)}"
+                             for n in names)
+            print(f"fit step {k:4d}  loss {value:.4e}  |grad| {gnorm:.2e}  {vals}  "
+                  f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
+        if gnorm < gtol:
+            converged, message = True, f"gradient norm {gnorm:.1e} < gtol"
+            break
+        if len(losses) > 1 and abs(losses[-2] - losses[-1]) <= ftol * max(abs(losses[-1]), 1e-300):
+            small += 1
+            if small >= 3:
+                converged, message = True, "relative loss change < ftol for 3 steps"
+                break
+        else:
+            small = 0
+        u = u_new
+    # `u` holds the parameters at which the last recorded loss and gradient were taken.
+    fitted = build(u)
+    final = {n: from_u[n](u[n]) for n in names}
+    return FitResult(fitted, final, losses[-1] if losses else float("nan"), np.asarray(losses),
+                     len(losses), converged, message, gnorm)
