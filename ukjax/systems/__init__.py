@@ -10,3 +10,7 @@ from ._pendulums import (
 from ._swarm import SwarmRobots as SwarmRobots
 from ._varying_length_pendulum import VaryingLengthPendulum as VaryingLengthPendulum
 from ._polar import LogSpiralParticle as LogSpiralParticle, PolarProjectile as PolarProjectile
+from ._bajodah import (
+    ConeSurfaceParticle as ConeSurfaceParticle,
+    NonholonomicParticle as NonholonomicParticle,
+)
