@@ -108,10 +108,10 @@ def diagnostics(system: System, solution, *, stabilization=None) -> Diagnostics:
         >>> d.position.shape, bool(d.max_residual() < 1e-9)
         ((11, 1), True)
     """
-    from ._stabilization import Baumgarte
+    from ._stabilization import baumgarte_part
 
     system = floatify(system)
-    baumgarte = stabilization if isinstance(stabilization, Baumgarte) else None
+    baumgarte = baumgarte_part(stabilization)
     return _diagnostics(system, solution.ts, solution.q, solution.qd, floatify(baumgarte))
 
 

@@ -15,6 +15,7 @@ import optax
 
 from ._dynamics import acceleration_terms
 from ._simulate import simulate
+from ._stabilization import baumgarte_part
 from ._system import System, floatify
 
 
@@ -65,8 +66,7 @@ def predict(system: System, data: TrajectoryData, **simulate_kwargs) -> dict[str
         if data.qd is not None:
             out["qd"] = sol.qd
         if data.constraint_forces is not None:
-            stab = simulate_kwargs.get("stabilization")
-            baumgarte = stab if type(stab).__name__ == "Baumgarte" else None
+            baumgarte = baumgarte_part(simulate_kwargs.get("stabilization"))
 
             def forces(t, q, qd):
                 terms, _ = acceleration_terms(system, t, q, qd, stabilization=baumgarte)

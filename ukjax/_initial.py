@@ -103,7 +103,6 @@ def project_initial_conditions(system: System, t0, q0, qd0, *, iterations: int =
     """
     q, qd = check_state(q0, qd0)
     t = as_time(t0, q.dtype)
-    n = q.shape[0]
 
     def chol(q_):
         M, _ = mass_and_force(system, t, q_, jnp.zeros_like(q_))
@@ -126,5 +125,4 @@ def project_initial_conditions(system: System, t0, q0, qd0, *, iterations: int =
             return qd_ + _mass_metric_step(L, J, h(qd_))
 
         qd = jax.lax.fori_loop(0, iterations, vel_step, qd)
-    del n
     return q, qd

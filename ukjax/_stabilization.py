@@ -76,6 +76,12 @@ class Baumgarte(eqx.Module):
         return cls(alpha=rate, beta=rate)
 
 
+def baumgarte_part(stabilization) -> Baumgarte | None:
+    """The stabilization if it acts on the equations of motion (Baumgarte), else None
+    (a Projection leaves the integrated equation the plain UK one)."""
+    return stabilization if isinstance(stabilization, Baumgarte) else None
+
+
 class Projection(eqx.Module):
     r"""Project $(q, \dot q)$ onto the constraint manifold after every integrator step.
 

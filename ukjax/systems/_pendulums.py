@@ -123,12 +123,11 @@ class PlanarChain(System):
     def forces(self, t, q, qd):
         if self.damping is None:
             return None
-        else:
-            v = qd.reshape(-1, 2)
-            rel = v - jnp.concatenate([jnp.zeros((1, 2), q.dtype), v[:-1]], axis=0)
-            f = -jnp.asarray(self.damping, q.dtype)[:, None] * rel  # force on bob i from link i
-            F_link = f - jnp.concatenate([f[1:], jnp.zeros((1, 2), q.dtype)], axis=0)
-            return F_link.reshape(-1)
+        v = qd.reshape(-1, 2)
+        rel = v - jnp.concatenate([jnp.zeros((1, 2), q.dtype), v[:-1]], axis=0)
+        f = -jnp.asarray(self.damping, q.dtype)[:, None] * rel  # force on bob i from link i
+        F_link = f - jnp.concatenate([f[1:], jnp.zeros((1, 2), q.dtype)], axis=0)
+        return F_link.reshape(-1)
 
     def holonomic(self, t, q):
         p = q.reshape(-1, 2)
