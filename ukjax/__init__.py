@@ -4,6 +4,7 @@ Udwadia-Kalaba equation, in JAX.
 The public API:
 
 - :func:`udwadia_kalaba`, :func:`constraint_forces`: the UK equation for one state.
+- :func:`weighted_pinv`: the M-weighted Moore-Penrose inverse $A_M^+$.
 - :class:`System`: subclass it to describe a mechanical system.
 - :func:`constraint_matrices`, :func:`mass_and_force`, :func:`acceleration`,
   :func:`energy`, :func:`kinetic_energy`: the model at one state.
@@ -35,6 +36,7 @@ from ._initial import (
     constraint_residuals as constraint_residuals,
     project_initial_conditions as project_initial_conditions,
 )
+from ._linalg import weighted_pinv as weighted_pinv
 from ._simulate import Solution as Solution, simulate as simulate
 from ._stabilization import (
     Baumgarte as Baumgarte,

@@ -92,3 +92,53 @@ def full_rank_solve(B: jax.Array, e: jax.Array):
     Lg = jnp.linalg.cholesky(G_safe)
     lam = jax.scipy.linalg.cho_solve((Lg, True), e)
     return B.T @ lam, ok
+
+
+def weighted_pinv(A: jax.Array, M: jax.Array | None = None) -> jax.Array:
+    r"""The $M$-weighted Moore-Penrose inverse $A_M^+ = M^{-1/2}(AM^{-1/2})^+$ (seed 003).
+
+    It is the unique $G$ (n, m) with (seed 003 eqs 13a-d)
+
+    $$AGA = A,\quad GAG = G,\quad (AG)^T = AG,\quad (MGA)^T = MGA,$$
+
+    and the operator behind the Udwadia-Kalaba equation:
+    $\ddot q = a + A_M^+(b - Aa) + (I - A_M^+A)M^{-1}C$. With $M = I$ (or ``M=None``) it
+    is the ordinary pseudo-inverse $A^+$.
+
+    It is computed without a matrix square root: with $M = LL^T$ (Cholesky) and
+    $B = AL^{-T}$, $A_M^+ = L^{-T}B^+$. That matrix satisfies the four conditions above,
+    so by uniqueness it equals $M^{-1/2}(AM^{-1/2})^+$ for the symmetric root. $B^+$
+    comes from an SVD with a Golub-Pereyra derivative (:func:`pinv_solve`), so gradients
+    are finite for rank-deficient $A$ and for $M$ with repeated eigenvalues.
+
+    Args:
+        A: (m, n) constraint matrix, any rank.
+        M: (n, n) symmetric positive definite weight, or ``None`` for the identity.
+
+    Returns:
+        The (n, m) array $A_M^+$.
+
+    Example:
+        >>> import jax.numpy as jnp, ukjax
+        >>> A = jnp.array([[1.0, 2.0], [2.0, 4.0]])          # rank 1
+        >>> M = jnp.diag(jnp.array([1.0, 4.0]))
+        >>> G = ukjax.weighted_pinv(A, M)
+        >>> bool(jnp.allclose(A @ G @ A, A)), bool(jnp.allclose(M @ G @ A, (M @ G @ A).T))
+        (True, True)
+    """
+    A = jnp.asarray(A)
+    if A.ndim != 2:
+        raise ValueError(f"weighted_pinv: A must be a matrix (m, n); got shape {A.shape}.")
+    m, n = A.shape
+    eye = jnp.eye(m, dtype=A.dtype)
+    if M is None:
+        return pinv_solve(A, eye)
+    M = jnp.asarray(M, dtype=A.dtype)
+    if M.shape != (n, n):
+        raise ValueError(
+            f"weighted_pinv: M must be (n, n) = ({n}, {n}) to match A of shape {A.shape}; "
+            f"got {M.shape}."
+        )
+    L = jnp.linalg.cholesky(M)
+    B = jax.scipy.linalg.solve_triangular(L, A.T, lower=True).T  # A L^{-T}
+    return jax.scipy.linalg.solve_triangular(L.T, pinv_solve(B, eye), lower=False)

@@ -14,3 +14,10 @@ from ._bajodah import (
     ConeSurfaceParticle as ConeSurfaceParticle,
     NonholonomicParticle as NonholonomicParticle,
 )
+from ._particles import (
+    CoulombBead as CoulombBead,
+    EllipseSpringParticle as EllipseSpringParticle,
+    PointParticle as PointParticle,
+    holonomicity as holonomicity,
+)
+from ._appell_hamel import AppellHamelWheel as AppellHamelWheel

@@ -25,6 +25,21 @@ class SimplePendulum(System):
     def potential_energy(self, t, q):
         return -self.mass * self.g * self.length * jnp.cos(q[0])
 
+    def momentum(self, qd):
+        """Generalized momentum $p = ml^2\\dot\\theta$ (seed 001 §3.4.3)."""
+        return self.mass * self.length**2 * qd
+
+    def hamiltonian(self, q, p):
+        r"""$\mathcal H = \tfrac12 p^2/(ml^2) - mgl\cos q$ (seed 001 eq 21g)."""
+        return 0.5 * p[0] ** 2 / (self.mass * self.length**2) - self.mass * self.g * self.length * jnp.cos(q[0])
+
+    def hamilton_rhs(self, t, y):
+        r"""Hamilton's equations for $y = (q, p)$, written out by hand (eqs 21h-i, corrected):
+        $\dot q = p/(ml^2)$ (the seed prints $p^2/(ml^2)$), $\dot p = -mgl\sin q$."""
+        q, p = y[0], y[1]
+        ml2 = self.mass * self.length**2
+        return jnp.stack([p / ml2, -self.mass * self.g * self.length * jnp.sin(q)])
+
 
 class CartesianPendulum(System):
     r"""Planar pendulum in Cartesian coordinates $q = [x, y]$, $y$ up (seed 001 §3.6.4).
