@@ -11,25 +11,16 @@ parameters optimises the controls: gradients flow through diffrax and the UK sol
     python examples/control_double_pendulum.py [--quick] [--out DIR]
 """
 
-import argparse
-import os
-
-import jax
-
-
-jax.config.update("jax_enable_x64", True)
 import diffrax
+import jax
 import equinox as eqx
 import jax.numpy as jnp
-import matplotlib
-
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
 import ukjax
+from _common import example_args, save_figure
 
 
 class ActuatedDoublePendulum(ukjax.System):
@@ -66,11 +57,7 @@ class ActuatedDoublePendulum(ukjax.System):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default="examples/out")
-    args = ap.parse_args()
-    os.makedirs(args.out, exist_ok=True)
+    args = example_args(__doc__)
     T, K = 3.0, 31
     q0 = jnp.array([0.0, -1.0, 0.0, -2.0])  # hanging
     qd0 = jnp.zeros(4)
@@ -115,10 +102,7 @@ def main():
         y = [0.0, float(sol.q[i, 1]), float(sol.q[i, 3])]
         axes[2].plot(x, y, "-o", color=c, ms=3, lw=1)
     axes[2].set(aspect="equal", title="swing-up (colour: time)", xlabel="x (m)", ylabel="y (m)")
-    fig.tight_layout()
-    path = os.path.join(args.out, "control_double_pendulum.png")
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
+    save_figure(fig, args, "control_double_pendulum.png")
 
 
 if __name__ == "__main__":

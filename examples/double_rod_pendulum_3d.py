@@ -4,30 +4,17 @@ along +x, seed initial state; Figs 8-10, and the invariants (constraints, energy
     python examples/double_rod_pendulum_3d.py [--quick] [--out DIR]
 """
 
-import argparse
-import os
-
 import jax
-
-
-jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
-import matplotlib
-
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 import ukjax
+from _common import example_args, save_figure
 from ukjax.systems import DoubleRodPendulum
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default="examples/out")
-    args = ap.parse_args()
-    os.makedirs(args.out, exist_ok=True)
+    args = example_args(__doc__)
     s = DoubleRodPendulum()  # L1 = L2 = 1, g = 10
     q0, qd0 = s.initial_state()  # x = 1, y = z = 0, y' = 4
     ts = jnp.linspace(0.0, 3.0, 151 if args.quick else 601)
@@ -53,10 +40,7 @@ def main():
     ax3.plot(x, y, z)
     ax3.scatter([1.0], [0.0], [0.0], color="k")
     ax3.set(title="Fig 10: 3-D path (a curve)", xlabel="x", ylabel="y", zlabel="z")
-    fig.tight_layout()
-    path = os.path.join(args.out, "double_rod_pendulum_3d.png")
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
+    save_figure(fig, args, "double_rod_pendulum_3d.png")
 
 
 if __name__ == "__main__":

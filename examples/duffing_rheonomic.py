@@ -4,31 +4,18 @@ x1 - x2 = A0 e^{-alpha t} sin(omega t) (seed values; Figs 2-6).
     python examples/duffing_rheonomic.py [--quick] [--out DIR]
 """
 
-import argparse
-import os
-
 import jax
-
-
-jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
-import matplotlib
-
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
 import ukjax
+from _common import example_args, save_figure
 from ukjax.systems import DuffingOscillator
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default="examples/out")
-    args = ap.parse_args()
-    os.makedirs(args.out, exist_ok=True)
+    args = example_args(__doc__)
     con = DuffingOscillator()
     free = DuffingOscillator(constrained=False)
     q0, qd0 = con.initial_state()
@@ -66,10 +53,7 @@ def main():
     for a in ax.ravel():
         if a.get_legend_handles_labels()[0]:
             a.legend(fontsize=8)
-    fig.tight_layout()
-    path = os.path.join(args.out, "duffing_rheonomic.png")
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
+    save_figure(fig, args, "duffing_rheonomic.png")
 
 
 if __name__ == "__main__":

@@ -15,32 +15,19 @@ absolute scale. Several release configurations excite every damper.
     python examples/fit_chain.py [--quick] [--out DIR]
 """
 
-import argparse
-import os
-
-import jax
-
-
-jax.config.update("jax_enable_x64", True)
 import diffrax
+import jax
 import jax.numpy as jnp
-import matplotlib
-
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
 import ukjax
+from _common import example_args, save_figure
 from ukjax.systems import PlanarChain
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default="examples/out")
-    args = ap.parse_args()
-    os.makedirs(args.out, exist_ok=True)
+    args = example_args(__doc__)
     lengths = jnp.array([1.0, 0.8, 0.6])
     true = PlanarChain(masses=jnp.array([1.0, 0.7, 0.5]), lengths=lengths,
                        damping=jnp.array([0.3, 0.2, 0.1]))
@@ -91,10 +78,7 @@ def main():
         axes[2].plot(tsn, pred["constraint_forces"][0, :, k], "-", lw=1, label=f"Qc[{k}]")
     axes[2].set(title="run 1: constraint forces (y components)", xlabel="t (s)", ylabel="N")
     axes[2].legend(fontsize=7)
-    fig.tight_layout()
-    path = os.path.join(args.out, "fit_chain.png")
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
+    save_figure(fig, args, "fit_chain.png")
 
 
 if __name__ == "__main__":

@@ -5,30 +5,17 @@ seed's metric M = I and the Lagrangian metric M = diag(1, r^2).
     python examples/log_spiral_particle.py [--quick] [--out DIR]
 """
 
-import argparse
-import os
-
 import jax
-
-
-jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
-import matplotlib
-
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 import ukjax
+from _common import example_args, save_figure
 from ukjax.systems import LogSpiralParticle
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default="examples/out")
-    args = ap.parse_args()
-    os.makedirs(args.out, exist_ok=True)
+    args = example_args(__doc__)
     ts = jnp.linspace(0.0, 30.0, 151 if args.quick else 601)
     fig, ax = plt.subplots(1, 4, figsize=(19, 4.3))
     for metric, style in (("seed", "-"), ("lagrangian", "--")):
@@ -55,10 +42,7 @@ def main():
     ax[3].set(title="Fig 5: error measures eqs 58-59", xlabel="t (s)")
     for a in ax:
         a.legend(fontsize=7)
-    fig.tight_layout()
-    path = os.path.join(args.out, "log_spiral_particle.png")
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
+    save_figure(fig, args, "log_spiral_particle.png")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 
-EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
+EXAMPLES = sorted(p for p in (Path(__file__).parent.parent / "examples").glob("*.py") if not p.name.startswith("_"))
 
 
 @pytest.mark.slow
@@ -25,3 +25,16 @@ def test_examples_are_listed_in_the_readme():
     readme = (Path(__file__).parent.parent / "examples" / "README.md").read_text()
     for script in EXAMPLES:
         assert script.name in readme, f"{script.name} missing from examples/README.md"
+
+
+SEED_CASES = [  # issue 3's thirteen cases: each has examples/<case>.py
+    "mp_inverse_identities", "constraint_ab_examples", "duffing_rheonomic", "double_rod_pendulum_3d",
+    "simple_pendulum_lagrange_hamilton", "pendulum_cartesian_uk", "projectile_polar",
+    "log_spiral_particle", "nonideal_constraint_properties", "cone_surface_particle",
+    "nonholonomic_particle_alpha", "appell_hamel", "ellipse_spring_particle",
+]
+
+
+def test_every_seed_case_has_an_example():
+    names = {p.stem for p in EXAMPLES}
+    assert not [c for c in SEED_CASES if c not in names]

@@ -79,3 +79,31 @@ def test_log_spiral_constraint_forces_by_metric(rng):
         np.testing.assert_allclose(out["lagrangian"][0], out["seed"][0], rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(out["lagrangian"][1][1], q[0] ** 2 * out["seed"][1][1],
                                    rtol=1e-10)
+
+
+def test_metric_matters_on_a_spiral_wire():
+    """A bead on r = R + k theta (one constraint, two coordinates): the Lagrangian metric
+    matches the minimal-coordinate equation (k^2 + r^2) theta'' + r k theta'^2 =
+    -g (k sin theta + r cos theta); the seed's M = I does not (SEED_CASES §2.7 note)."""
+    import equinox as eqx
+
+    class OnSpiral(PolarProjectile):
+        R: float = eqx.field(default=2.0)
+        k: float = eqx.field(default=0.3)
+
+        def holonomic(self, t, q):
+            return jnp.stack([q[0] - self.R - self.k * q[1]])
+
+    g, R, k = 9.81, 2.0, 0.3
+
+    def bead(t, y):
+        r = R + k * y[0]
+        return [y[1], (-g * (k * np.sin(y[0]) + r * np.cos(y[0])) - r * k * y[1] ** 2) / (k**2 + r**2)]
+
+    ts = np.linspace(0.0, 2.0, 21)
+    ref = solve_ivp(bead, (0, 2.0), [0.3, 1.0], method="DOP853", rtol=1e-12, atol=1e-12, t_eval=ts).y[0]
+    q0, qd0 = jnp.array([R + k * 0.3, 0.3]), jnp.array([k, 1.0])
+    lag = ukjax.simulate(OnSpiral(metric="lagrangian", g=g), q0, qd0, jnp.asarray(ts)).q[:, 1]
+    seed = ukjax.simulate(OnSpiral(metric="seed", g=g), q0, qd0, jnp.asarray(ts)).q[:, 1]
+    np.testing.assert_allclose(lag, ref, atol=1e-9)
+    assert float(jnp.max(jnp.abs(seed - ref))) > 0.1
