@@ -9,6 +9,7 @@ The public API:
 - :func:`constraint_matrices`, :func:`mass_and_force`, :func:`acceleration`,
   :func:`energy`, :func:`kinetic_energy`: the model at one state.
 - :func:`simulate`, :class:`Solution`: integrate with diffrax.
+- :func:`sweep`, :func:`load_sweep`: chunked, sharded, resumable batched sweeps.
 - :func:`constraint_residuals`, :func:`project_initial_conditions`: consistency.
 - :mod:`ukjax.systems`: ready-made seed systems.
 """
@@ -43,6 +44,7 @@ from ._stabilization import (
     KuttaMerson as KuttaMerson,
     Projection as Projection,
 )
+from ._sweep import SweepResult as SweepResult, load_sweep as load_sweep, sweep as sweep
 from ._system import System as System
 from ._uk import (
     UKTerms as UKTerms,

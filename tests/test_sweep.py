@@ -1,0 +1,159 @@
+"""ukjax.sweep: chunking, parameter batches, resuming after an interruption or a kill,
+sharding over two (forced) host devices, and the ``ukjax sweep`` command line."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ukjax
+from ukjax.systems import CartesianPendulum
+
+
+B = 12
+TS = jnp.linspace(0.0, 0.5, 6)
+
+
+def _batch():
+    th = jnp.linspace(0.2, 2.8, B)
+    q0 = jnp.stack([jnp.sin(th), -jnp.cos(th)], axis=1)
+    qd0 = jnp.stack([jnp.cos(th), jnp.sin(th)], axis=1) * 0.5
+    return q0, qd0
+
+
+def _params():
+    return {"length": jnp.ones(B), "g": jnp.linspace(5.0, 15.0, B)}
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """The whole batch in memory, in one chunk."""
+    q0, qd0 = _batch()
+    return ukjax.sweep(CartesianPendulum(), q0, qd0, TS, params=_params(), chunk_size=B, progress=False)
+
+
+def test_matches_individual_simulations(reference):
+    q0, qd0 = _batch()
+    assert reference.q.shape == (B, 6, 2) and reference.ok.all()
+    for i in (0, 5, B - 1):  # each trajectory with its own gravity
+        sol = ukjax.simulate(CartesianPendulum(g=float(_params()["g"][i])), q0[i], qd0[i], TS)
+        np.testing.assert_allclose(reference.q[i], sol.q, rtol=0, atol=1e-10)  # solver rtol 1e-12; batching changes rounding
+
+
+def test_chunked_and_final_only(reference, tmp_path):
+    q0, qd0 = _batch()
+    r = ukjax.sweep(CartesianPendulum(), q0, qd0, TS, params=_params(), chunk_size=5,
+                    save="final", out=tmp_path, progress=False)
+    assert r.chunks_computed == 3 and r.q.shape == (B, 1, 2)  # 5 + 5 + 2 (padded)
+    np.testing.assert_allclose(r.q[:, 0], reference.q[:, -1], rtol=0, atol=1e-10)  # solver rtol 1e-12; batching changes rounding
+
+
+class Stop(Exception):
+    pass
+
+
+def test_resumes_after_an_interruption(reference, tmp_path):
+    q0, qd0 = _batch()
+    seen = []
+
+    def interrupt(i, n):
+        seen.append(i)
+        if len(seen) == 2:
+            raise Stop
+
+    with pytest.raises(Stop):
+        ukjax.sweep(CartesianPendulum(), q0, qd0, TS, params=_params(), chunk_size=3, out=tmp_path,
+                    progress=False, on_chunk=interrupt)
+    done = sorted(p.name for p in tmp_path.glob("chunk_*.npz"))
+    assert done == ["chunk_000000.npz", "chunk_000001.npz"]
+    with pytest.raises(FileNotFoundError, match="2 of 4 chunks are missing"):
+        ukjax.load_sweep(tmp_path)
+    mtimes = {p: os.stat(tmp_path / p).st_mtime_ns for p in done}
+    r = ukjax.sweep(CartesianPendulum(), q0, qd0, TS, params=_params(), chunk_size=3, out=tmp_path,
+                    progress=False)
+    assert (r.chunks_loaded, r.chunks_computed) == (2, 2)
+    assert all(os.stat(tmp_path / p).st_mtime_ns == t for p, t in mtimes.items())  # not recomputed
+    np.testing.assert_allclose(r.q, reference.q, rtol=0, atol=1e-10)  # solver rtol 1e-12; batching changes rounding
+    np.testing.assert_array_equal(ukjax.load_sweep(tmp_path).q, r.q)
+
+
+def test_refuses_a_folder_of_another_sweep(tmp_path):
+    q0, qd0 = _batch()
+    ukjax.sweep(CartesianPendulum(), q0, qd0, TS, chunk_size=B, out=tmp_path, progress=False)
+    with pytest.raises(ValueError, match="different sweep"):
+        ukjax.sweep(CartesianPendulum(length=1.0, g=3.0), q0, qd0, TS, chunk_size=B, out=tmp_path,
+                    progress=False)
+
+
+def test_bad_inputs():
+    q0, qd0 = _batch()
+    with pytest.raises(ValueError, match="no field 'mass_typo'"):
+        ukjax.sweep(CartesianPendulum(), q0, qd0, TS, params={"mass_typo": jnp.ones(B)})
+    with pytest.raises(ValueError, match="ambiguous"):
+        ukjax.sweep(CartesianPendulum(), q0, qd0, TS, params={"g": jnp.ones(B + 1)})
+    with pytest.raises(ValueError, match="save must be"):
+        ukjax.sweep(CartesianPendulum(), q0, qd0, TS, save="all")
+
+
+_SCRIPT = textwrap.dedent(
+    """
+    import os, signal, sys
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp, numpy as np
+    sys.path.insert(0, {tests!r})
+    import ukjax
+    from test_sweep import _batch, _params, TS
+    from ukjax.systems import CartesianPendulum
+
+    def kill(i, n):
+        if {kill_after} >= 0 and i == {kill_after}:
+            os.kill(os.getpid(), signal.SIGKILL)  # no cleanup, no exception handlers
+
+    q0, qd0 = _batch()
+    r = ukjax.sweep(CartesianPendulum(), q0, qd0, TS, params=_params(), chunk_size={chunk},
+                    out={out!r}, progress=False, on_chunk=kill)
+    np.save({out!r} + "/q.npy", r.q)
+    print("devices", r.devices, "computed", r.chunks_computed, "loaded", r.chunks_loaded)
+    """
+)
+
+
+def _run(tmp_path, out, kill_after, chunk, devices=1):
+    script = tmp_path / "run.py"
+    script.write_text(_SCRIPT.format(tests=os.path.dirname(__file__), kill_after=kill_after,
+                                     chunk=chunk, out=str(out)))
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+               JAX_PLATFORMS="cpu")
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+def test_resumes_after_sigkill_and_shards_over_two_devices(reference, tmp_path):
+    out = tmp_path / "sweep"
+    killed = _run(tmp_path, out, kill_after=1, chunk=4, devices=2)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert sorted(p.name for p in out.glob("chunk_*.npz")) == ["chunk_000000.npz", "chunk_000001.npz"]
+    done = _run(tmp_path, out, kill_after=-1, chunk=4, devices=2)
+    assert done.returncode == 0, done.stderr
+    assert "devices 2 computed 1 loaded 2" in done.stdout
+    np.testing.assert_allclose(np.load(out / "q.npy"), reference.q, rtol=0, atol=1e-10)  # solver rtol 1e-12; batching changes rounding
+
+
+def test_command_line(tmp_path):
+    out = tmp_path / "cli"
+    cmd = [sys.executable, "-m", "ukjax", "sweep", "--system", "pendulum", "--batch", "10",
+           "--chunk", "4", "--t1", "0.5", "--saves", "3", "--out", str(out), "--quiet"]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert "3 chunks computed, 0 resumed" in first.stdout
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert "0 chunks computed, 3 resumed" in again.stdout
+    r = ukjax.load_sweep(out)
+    assert r.q.shape == (10, 3, 2) and r.ok.all()
+    np.testing.assert_allclose(np.sum(r.q**2, axis=-1), 1.0, atol=1e-9)  # on the circle
