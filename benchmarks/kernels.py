@@ -1,0 +1,102 @@
+"""UK right-hand side kernels: ukjax's solve methods (svd, cholesky, auto), batched with vmap
+under jit, against the seeds' MATLAB-style workflow in NumPy (a loop of M^{-1/2} by eigh and
+`pinv`, one state at a time) and against NumPy's stacked (batched) `pinv`.
+
+    python benchmarks/kernels.py [--quick] [--json benchmarks/out/kernels.json]
+
+Each row: the time per state (microseconds) of each method at one (n, m, batch); compile time
+is reported separately. All methods are checked to agree (max relative difference printed).
+"""
+
+import argparse
+import time
+
+import jax
+
+
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp
+import numpy as np
+
+import ukjax
+from _common import machine_info, time_compile_and_run, write_json
+
+
+def problem(rng, B, n, m):
+    X = rng.standard_normal((B, n, n))
+    M = X @ np.swapaxes(X, 1, 2) + n * np.eye(n)
+    Q = rng.standard_normal((B, n))
+    A = rng.standard_normal((B, m, n))
+    b = rng.standard_normal((B, m))
+    return M, Q, A, b
+
+
+def numpy_loop(M, Q, A, b):
+    out = np.empty_like(Q)
+    for i in range(len(Q)):
+        w, V = np.linalg.eigh(M[i])
+        Mih = (V / np.sqrt(w)) @ V.T
+        a = np.linalg.solve(M[i], Q[i])
+        out[i] = a + Mih @ np.linalg.pinv(A[i] @ Mih) @ (b[i] - A[i] @ a)
+    return out
+
+
+def numpy_stacked(M, Q, A, b):
+    w, V = np.linalg.eigh(M)
+    Mih = (V / np.sqrt(w)[:, None, :]) @ np.swapaxes(V, 1, 2)
+    a = np.linalg.solve(M, Q[..., None])[..., 0]
+    P = np.linalg.pinv(A @ Mih)
+    return a + (Mih @ (P @ (b - (A @ a[..., None])[..., 0])[..., None]))[..., 0]
+
+
+def best_time(fn, *args, repeats=3):
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn(*args)
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", default="benchmarks/out/kernels.json")
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    sizes = [(2, 1), (3, 2), (6, 3), (12, 6), (24, 12), (48, 24), (48, 47)]
+    batches = [1, 1024, 16384]
+    if args.quick:
+        sizes, batches = [(3, 2), (12, 6)], [1, 256]
+    rows = []
+    print(machine_info())
+    print(f"{'n':>3} {'m':>3} {'batch':>6} | {'svd':>9} {'cholesky':>9} {'auto':>9} | {'np loop':>9} "
+          f"{'np stack':>9} | us/state; compile s (auto) | agree")
+    for n, m in sizes:
+        for B in batches:
+            if B * n * n > 16384 * 24 * 24:
+                continue
+            M, Q, A, b = problem(rng, B, n, m)
+            row = {"n": n, "m": m, "batch": B}
+            outs = {}
+            for method in ("svd", "cholesky", "auto"):
+                fn = jax.vmap(lambda M, Q, A, b, method=method: ukjax.udwadia_kalaba(M, Q, A, b, method=method, check=False))
+                tc, tr, out = time_compile_and_run(fn, M, Q, A, b)
+                row[method] = tr / B * 1e6
+                row[f"compile_{method}"] = tc
+                outs[method] = np.asarray(out)
+            nb = min(B, 256)
+            tl, ref = best_time(numpy_loop, M[:nb], Q[:nb], A[:nb], b[:nb], repeats=1)
+            row["numpy_loop"] = tl / nb * 1e6
+            ts_, outs["stack"] = best_time(numpy_stacked, M, Q, A, b)
+            row["numpy_stacked"] = ts_ / B * 1e6
+            scale = np.abs(ref).max()
+            row["max_rel_diff"] = float(max(np.abs(o[:nb] - ref).max() for o in outs.values()) / scale)
+            rows.append(row)
+            print(f"{n:>3} {m:>3} {B:>6} | {row['svd']:9.2f} {row['cholesky']:9.2f} {row['auto']:9.2f} | "
+                  f"{row['numpy_loop']:9.2f} {row['numpy_stacked']:9.2f} | {row['compile_auto']:.2f} | {row['max_rel_diff']:.1e}")
+    write_json(args.json, {"machine": machine_info(), "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
