@@ -12,12 +12,12 @@ jax.config.update("jax_enable_x64", True)
 matplotlib.use("Agg")
 
 
-def example_args(doc: str, extra=None) -> argparse.Namespace:
+def example_args(doc: str, extra=None, quick_help="short run (CI smoke test)") -> argparse.Namespace:
     """Parse ``--quick`` (short runs for CI smoke tests) and ``--out DIR`` (default
     ``examples/out``), create the folder, and return the arguments. ``extra(parser)`` may add
     script-specific options."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="short run (CI smoke test)")
+    ap.add_argument("--quick", action="store_true", help=quick_help)
     ap.add_argument("--out", default="examples/out", help="folder for the figures")
     if extra is not None:
         extra(ap)

@@ -17,22 +17,13 @@ better than the fit below.
     python examples/fit_duffing.py [--quick] [--out DIR]
 """
 
-import argparse
-import os
-
 import jax
-
-
-jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
-import matplotlib
-
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
 import ukjax
+from _common import example_args, save_figure
 from ukjax.systems import DuffingOscillator
 
 
@@ -55,11 +46,7 @@ def make_data(true, n_samples, seed=0):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true", help="fewer samples and steps (smoke test)")
-    ap.add_argument("--out", default="examples/out")
-    args = ap.parse_args()
-    os.makedirs(args.out, exist_ok=True)
+    args = example_args(__doc__, quick_help="fewer samples and steps (smoke test)")
     true = DuffingOscillator()
     data, clean = make_data(true, 51 if args.quick else 201)
     start = DuffingOscillator(k1=12.0, k2=10.0, k2_nl=1.6, c1=0.15, c2=0.10)  # 20-50 % off
@@ -88,10 +75,7 @@ def main():
     axes[2].plot(ts, pred["constraint_forces"][0, :, 0], "-", lw=1, label="fitted Qc on m1")
     axes[2].set(xlabel="t (s)", title="constraint (actuator) force, run 1", ylabel="N")
     axes[2].legend(fontsize=7)
-    fig.tight_layout()
-    path = os.path.join(args.out, "fit_duffing.png")
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
+    save_figure(fig, args, "fit_duffing.png")
 
 
 if __name__ == "__main__":

@@ -8,32 +8,20 @@ into a regular pentagon without colliding (Figs 6-8).
     python examples/swarm_five_robots.py [--quick] [--out DIR]
 """
 
-import argparse
-import os
-
 import jax
-
-
-jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
-import matplotlib
-
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
 import ukjax
+from _common import example_args, save_figure
 from ukjax.systems import SwarmRobots
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default="examples/out")
-    ap.add_argument("--gamma", type=float, default=1.0, help="Baumgarte rate (1/s)")
-    args = ap.parse_args()
-    os.makedirs(args.out, exist_ok=True)
+    args = example_args(
+        __doc__, extra=lambda ap: ap.add_argument("--gamma", type=float, default=1.0, help="Baumgarte rate (1/s)")
+    )
     T = 15.0 if args.quick else 40.0
     s = SwarmRobots()
     q0, qd0 = s.initial_state()
@@ -66,10 +54,7 @@ def main():
     axes[1].axhline(0.01, color="k", ls=":", label="0.01 (seed Fig 8)")
     axes[1].set(title="performance error ||beta(t)|| (eq 65)", xlabel="t (s)")
     axes[1].legend()
-    fig.tight_layout()
-    path = os.path.join(args.out, "swarm_five_robots.png")
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
+    save_figure(fig, args, "swarm_five_robots.png")
 
 
 if __name__ == "__main__":

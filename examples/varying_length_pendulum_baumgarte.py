@@ -9,24 +9,16 @@ against the minimal-coordinate model eq 326 (Fig 21).
     python examples/varying_length_pendulum_baumgarte.py [--quick] [--out DIR]
 """
 
-import argparse
-import os
 import time
 
-import jax
-
-
-jax.config.update("jax_enable_x64", True)
 import diffrax
+import jax
 import jax.numpy as jnp
-import matplotlib
-
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
 import ukjax
+from _common import example_args, save_figure
 from ukjax.systems import VaryingLengthPendulum
 
 
@@ -40,11 +32,7 @@ def run(p, T, dt, stabilization=None, n_save=None):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true", help="50 s and 6 min instead of 500 s, 1 h")
-    ap.add_argument("--out", default="examples/out")
-    args = ap.parse_args()
-    os.makedirs(args.out, exist_ok=True)
+    args = example_args(__doc__, quick_help="50 s and 6 min instead of 500 s, 1 h")
     T, T_long = (50.0, 360.0) if args.quick else (500.0, 3600.0)
     p = VaryingLengthPendulum()
     gains = ukjax.Baumgarte.from_seed_gains(-20.0, -100.0)
@@ -83,8 +71,7 @@ def main():
     axes[1, 1].set(title="energy integral, stabilised (Fig 22)", xlabel="t (s)")
     for ax in axes.ravel():
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(args.out, "varying_length_pendulum_drift.png"), dpi=110)
+    save_figure(fig, args, "varying_length_pendulum_drift.png")
 
     # Fig 21: long coarse run vs the minimal model (eq 326), same integrator and step.
     sol_u, d_u = run(p, T_long, 0.1, n_save=int(T_long) + 1)
@@ -115,9 +102,8 @@ def main():
     ax[1].semilogy(sol_b.ts, np.abs(np.asarray(d_b.position[:, 0])) + 1e-18, label="+ Baumgarte")
     ax[1].set(title="|phi(t)|, dt = 0.1", xlabel="t (s)")
     ax[1].legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(args.out, "varying_length_pendulum_long_run.png"), dpi=110)
-    print(f"wrote figures to {args.out}/ in {time.perf_counter() - t0:.1f} s")
+    save_figure(fig, args, "varying_length_pendulum_long_run.png")
+    print(f"done in {time.perf_counter() - t0:.1f} s")
 
 
 if __name__ == "__main__":

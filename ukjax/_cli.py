@@ -101,6 +101,7 @@ _SWEEP_SYSTEMS = ("double_rod", "duffing", "pendulum", "chain")
 
 def _sweep_batch(name, B, links, rng):
     """The system and a batch of consistent initial states for ``ukjax sweep``."""
+    import jax
     import jax.numpy as jnp
     import numpy as np
 
@@ -124,8 +125,6 @@ def _sweep_batch(name, B, links, rng):
         return s, q0, jnp.asarray(np.stack([w * np.cos(th), w * np.sin(th)], axis=1))
     s = PlanarChain.uniform(links, length=1.0 / links)
     th = jnp.asarray(rng.uniform(-1.5, 1.5, (B, links)))
-    import jax
-
     q0, qd0 = jax.vmap(lambda a: s.state_from_angles(a, jnp.zeros_like(a)))(th)
     return s, q0, qd0
 

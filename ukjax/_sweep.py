@@ -66,8 +66,8 @@ def _chunk_file(path, i):
 class _Progress:
     """A one-line progress bar on stderr (redrawn in place on a terminal)."""
 
-    def __init__(self, total_chunks, batch, enabled):
-        self.total, self.batch, self.enabled = total_chunks, batch, enabled
+    def __init__(self, total_chunks, enabled):
+        self.total, self.enabled = total_chunks, enabled
         self.start = time.perf_counter()
         self.done_traj = 0
         self.tty = sys.stderr.isatty()
@@ -227,7 +227,7 @@ def sweep(
     mine = [i for i in range(n_chunks) if i % nproc == pid]
     results: dict[int, tuple] = {}
     loaded = computed = 0
-    bar = _Progress(len(mine), B, progress)
+    bar = _Progress(len(mine), progress)
     for done, i in enumerate(mine, start=1):
         lo, hi = i * chunk, min((i + 1) * chunk, B)
         if path is not None and os.path.exists(_chunk_file(path, i)):
