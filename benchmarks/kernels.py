@@ -1,4 +1,5 @@
-"""UK right-hand side kernels: ukjax's solve methods (svd, cholesky, auto), batched with vmap
+"""UK right-hand side kernels: ukjax's solve methods (svd, cholesky, lapack, unrolled, auto),
+batched with vmap
 under jit, against the seeds' MATLAB-style workflow in NumPy (a loop of M^{-1/2} by eigh and
 `pinv`, one state at a time) and against NumPy's stacked (batched) `pinv`.
 
@@ -64,14 +65,16 @@ def main():
     ap.add_argument("--json", default="benchmarks/out/kernels.json")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
-    sizes = [(2, 1), (3, 2), (6, 3), (12, 6), (24, 12), (48, 24), (48, 47)]
+    sizes = [(2, 1), (3, 2), (4, 2), (6, 3), (8, 4), (8, 7), (10, 5), (12, 6), (24, 12),
+             (48, 24), (48, 47)]
     batches = [1, 1024, 16384]
     if args.quick:
         sizes, batches = [(3, 2), (12, 6)], [1, 256]
     rows = []
     print(machine_info())
-    print(f"{'n':>3} {'m':>3} {'batch':>6} | {'svd':>9} {'cholesky':>9} {'auto':>9} | {'np loop':>9} "
-          f"{'np stack':>9} | us/state; compile s (auto) | agree")
+    print(f"{'n':>3} {'m':>3} {'batch':>6} | {'svd':>9} {'cholesky':>9} {'lapack':>9} {'unrolled':>9} "
+          f"{'auto':>9} | {'np loop':>9} {'np stack':>9} | us/state; compile s (lapack, unrolled) "
+          "| agree")
     for n, m in sizes:
         for B in batches:
             if B * n * n > 16384 * 24 * 24:
@@ -79,7 +82,10 @@ def main():
             M, Q, A, b = problem(rng, B, n, m)
             row = {"n": n, "m": m, "batch": B}
             outs = {}
-            for method in ("svd", "cholesky", "auto"):
+            for method in ("svd", "cholesky", "lapack", "unrolled", "auto"):
+                if method == "unrolled" and n > 12:  # compile time grows like n^3 (90 s at n = 24)
+                    row[method] = row[f"compile_{method}"] = float("nan")
+                    continue
                 fn = jax.vmap(lambda M, Q, A, b, method=method: ukjax.udwadia_kalaba(M, Q, A, b, method=method, check=False))
                 tc, tr, out = time_compile_and_run(fn, M, Q, A, b)
                 row[method] = tr / B * 1e6
@@ -93,8 +99,10 @@ def main():
             scale = np.abs(ref).max()
             row["max_rel_diff"] = float(max(np.abs(o[:nb] - ref).max() for o in outs.values()) / scale)
             rows.append(row)
-            print(f"{n:>3} {m:>3} {B:>6} | {row['svd']:9.2f} {row['cholesky']:9.2f} {row['auto']:9.2f} | "
-                  f"{row['numpy_loop']:9.2f} {row['numpy_stacked']:9.2f} | {row['compile_auto']:.2f} | {row['max_rel_diff']:.1e}")
+            print(f"{n:>3} {m:>3} {B:>6} | {row['svd']:9.2f} {row['cholesky']:9.2f} {row['lapack']:9.2f} "
+                  f"{row['unrolled']:9.2f} {row['auto']:9.2f} | {row['numpy_loop']:9.2f} "
+                  f"{row['numpy_stacked']:9.2f} | {row['compile_lapack']:.2f} "
+                  f"{row['compile_unrolled']:.2f} | {row['max_rel_diff']:.1e}", flush=True)
     write_json(args.json, {"machine": machine_info(), "rows": rows})
 
 

@@ -53,6 +53,18 @@ def test_chunked_and_final_only(reference, tmp_path):
     np.testing.assert_allclose(r.q[:, 0], reference.q[:, -1], rtol=0, atol=1e-10)  # solver rtol 1e-12; batching changes rounding
 
 
+def test_vector_width_groups_give_the_same_result(reference):
+    """A device's share run as a loop over groups of `vector_width` (the CPU default) equals
+    the whole batch at once; the chunk is rounded up to whole groups (5 -> 6 = 2 x 3)."""
+    q0, qd0 = _batch()
+    r = ukjax.sweep(CartesianPendulum(), q0, qd0, TS, params=_params(), chunk_size=5,
+                    vector_width=3, progress=False)
+    assert r.chunks_computed == 2 and r.ok.all()
+    np.testing.assert_allclose(r.q, reference.q, rtol=0, atol=1e-10)
+    with pytest.raises(ValueError, match="vector_width must be"):
+        ukjax.sweep(CartesianPendulum(), q0, qd0, TS, vector_width=0, progress=False)
+
+
 class Stop(Exception):
     pass
 

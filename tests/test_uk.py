@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 import ukjax
 
 
-METHODS = ["auto", "svd"]
+METHODS = ["auto", "svd", "lapack", "unrolled"]
 
 
 @st.composite
@@ -97,9 +97,29 @@ def test_methods_agree_for_full_row_rank(rng):
         M = random_spd(rng, n)
         Q = rng.standard_normal(n)
         A, b = random_constraints(rng, m, n, m)
-        outs = [ukjax.udwadia_kalaba(M, Q, A, b, method=k) for k in ("auto", "svd", "cholesky")]
+        kinds = ("auto", "svd", "cholesky", "lapack") + (("unrolled",) if n <= 8 else ())
+        outs = [ukjax.udwadia_kalaba(M, Q, A, b, method=k) for k in kinds]
         for o in outs[1:]:
             np.testing.assert_allclose(o, outs[0], rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("rank", [3, 2])
+def test_unrolled_and_lapack_kernels_agree_in_value_and_gradient(rng, rank):
+    """The fused small-n kernels are the same exact algorithm as the LAPACK ones: equal
+    values and Jacobians with respect to every input, also at redundant rows (SVD branch)."""
+    n = 5
+    M = random_spd(rng, n)
+    Q = rng.standard_normal(n)
+    A, b = random_constraints(rng, 3, n, rank)
+    C = rng.standard_normal(n)
+    f = lambda method: jax.jacfwd(
+        lambda *x: ukjax.udwadia_kalaba(*x, method=method), argnums=(0, 1, 2, 3, 4)
+    )(M, Q, A, b, C)
+    vals = [ukjax.udwadia_kalaba(M, Q, A, b, C, method=k) for k in ("unrolled", "lapack")]
+    np.testing.assert_allclose(vals[0], vals[1], rtol=1e-11, atol=1e-11)
+    for J_u, J_l in zip(f("unrolled"), f("lapack")):
+        assert np.all(np.isfinite(J_u))
+        np.testing.assert_allclose(J_u, J_l, rtol=1e-9, atol=1e-9)
 
 
 def test_cholesky_method_is_wrong_for_redundant_rows_but_auto_is_exact(rng):

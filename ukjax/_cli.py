@@ -146,7 +146,8 @@ def _sweep(args) -> int:
           f"{args.batch} trajectories of {type(s).__name__}, t in [0, {args.t1}], chunks of "
           f"{args.chunk}, into {args.out}/")
     t0 = time.perf_counter()
-    res = ukjax.sweep(s, q0, qd0, ts, out=args.out, chunk_size=args.chunk,
+    width = "auto" if args.vector_width is None else (args.vector_width or None)
+    res = ukjax.sweep(s, q0, qd0, ts, out=args.out, chunk_size=args.chunk, vector_width=width,
                       save="final" if args.final_only else "trajectory", progress=not args.quiet)
     wall = time.perf_counter() - t0
     summary = {
@@ -186,6 +187,9 @@ def main(argv=None) -> int:
     sw.add_argument("--t1", type=float, default=3.0, help="final time")
     sw.add_argument("--saves", type=int, default=101, help="number of save times in [0, t1]")
     sw.add_argument("--chunk", type=int, default=1024, help="trajectories per chunk")
+    sw.add_argument("--vector-width", type=int, default=None,
+                    help="trajectories advanced together per device (default: 128 on CPU, the "
+                    "whole chunk on GPU; 0: the whole chunk)")
     sw.add_argument("--links", type=int, default=4, help="links of --system chain")
     sw.add_argument("--seed", type=int, default=0, help="random seed of the initial conditions")
     sw.add_argument("--out", default="ukjax-sweep", help="output folder (chunks, meta, summary)")

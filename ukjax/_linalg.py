@@ -19,6 +19,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from ._dense import LAPACK, DenseOps
+
 
 def _rank_tolerance(B: jax.Array) -> jax.Array:
     m, n = B.shape
@@ -74,24 +76,25 @@ def _pinv_solve_jvp(primals, tangents):
     return z, dz
 
 
-def full_rank_solve(B: jax.Array, e: jax.Array):
+def full_rank_solve(B: jax.Array, e: jax.Array, ops: DenseOps = LAPACK):
     """$B^T (B B^T)^{-1} e$ by a Cholesky factorisation of the Gram matrix $BB^T$.
 
     Returns ``(z, ok)`` where ``ok`` says whether ``B`` was numerically of full row rank
     (the Cholesky pivots stayed above ``eps**0.25`` relative to the largest). When ``ok`` is
     false the Gram matrix is replaced by the identity so that values and gradients of this
-    branch stay finite (the caller must then use a rank-revealing solve instead).
+    branch stay finite (the caller must then use a rank-revealing solve instead). ``ops``
+    picks the LAPACK or the unrolled small-n kernels (:mod:`ukjax._dense`).
     """
     m = B.shape[0]
-    G = B @ B.T
-    Lg = jnp.linalg.cholesky(jax.lax.stop_gradient(G))
+    G = ops.gram(B)
+    Lg = ops.cholesky(jax.lax.stop_gradient(G))
     d = jnp.diagonal(Lg)
     eps = jnp.finfo(B.dtype).eps
     ok = jnp.all(jnp.isfinite(Lg)) & (jnp.min(d) > eps**0.25 * jnp.max(d))
     G_safe = jnp.where(ok, G, jnp.eye(m, dtype=B.dtype))
-    Lg = jnp.linalg.cholesky(G_safe)
-    lam = jax.scipy.linalg.cho_solve((Lg, True), e)
-    return B.T @ lam, ok
+    Lg = ops.cholesky(G_safe)
+    lam = ops.solve_lower_t(Lg, ops.solve_lower(Lg, e))
+    return ops.matmul(B.T, lam), ok
 
 
 def weighted_pinv(A: jax.Array, M: jax.Array | None = None) -> jax.Array:

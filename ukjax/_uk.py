@@ -18,7 +18,9 @@ eq 9). No matrix square root or eigendecomposition of $M$ is formed, so gradient
 finite when masses repeat. $B^+e$ is evaluated by a Cholesky factorisation of the small
 Gram matrix $BB^T$ when $A$ has full row rank (the fast path) and by a rank-revealing SVD
 with a custom derivative otherwise (redundant or dependent constraints), chosen at run
-time.
+time. For small systems (n <= 8) the Cholesky factorisations and triangular solves are
+unrolled scalar code that XLA fuses across a `vmap` batch (:mod:`ukjax._dense`); larger
+systems use LAPACK. Which is faster where was measured by `benchmarks/kernels.py`.
 
 **References.** F. E. Udwadia, R. E. Kalaba, *A new perspective on constrained motion*,
 Proc. R. Soc. Lond. A 439 (1992) 407-410; F. E. Udwadia, *On constrained motion*, Appl.
@@ -35,11 +37,18 @@ import jax
 import jax.numpy as jnp
 
 from ._errors import error_if
+from ._dense import LAPACK, UNROLL_MAX_N, UNROLLED, DenseOps
 from ._linalg import full_rank_solve, pinv_solve
 
 
-UKMethod = Literal["auto", "svd", "cholesky"]
-_METHODS = ("auto", "svd", "cholesky")
+UKMethod = Literal["auto", "svd", "cholesky", "lapack", "unrolled"]
+_METHODS = ("auto", "svd", "cholesky", "lapack", "unrolled")
+
+
+def _dense_ops(method: str, n: int) -> DenseOps:
+    if method == "unrolled" or (method == "auto" and n <= UNROLL_MAX_N):
+        return UNROLLED
+    return LAPACK
 
 
 class UKTerms(NamedTuple):
@@ -79,18 +88,18 @@ def _validate(M, Q, A, b, C):
     return cast(M), cast(Q), cast(A), cast(b), cast(C)
 
 
-def _constraint_solve(B, E, method: str):
+def _constraint_solve(B, E, method: str, ops: DenseOps):
     """B^+ E for E of shape (m, k), by the chosen method."""
     if method == "svd":
         return pinv_solve(B, E)
-    z_fast, ok = full_rank_solve(B, E)
+    z_fast, ok = full_rank_solve(B, E, ops)
     if method == "cholesky":
         return z_fast
-    # "auto": the fast path when B has full row rank, the rank-revealing solve otherwise.
-    # Under vmap the predicate is reduced over the batch (``unvmap_all``) so that `cond`
-    # stays a real branch: the whole batch takes the fast path when every member has full
-    # row rank, and the exact SVD path otherwise (a batched `select` would always pay for
-    # the SVD).
+    # "auto", "lapack", "unrolled": the fast path when B has full row rank, the
+    # rank-revealing solve otherwise. Under vmap the predicate is reduced over the batch
+    # (``unvmap_all``) so that `cond` stays a real branch: the whole batch takes the fast
+    # path when every member has full row rank, and the exact SVD path otherwise (a
+    # batched `select` would always pay for the SVD).
     return jax.lax.cond(eqxi.unvmap_all(ok), lambda: z_fast, lambda: pinv_solve(B, E))
 
 
@@ -104,31 +113,33 @@ def uk_terms(M, Q, A, b, C=None, *, method: UKMethod = "auto") -> UKTerms:
         raise ValueError(f"method must be one of {_METHODS}; got {method!r}.")
     M, Q, A, b, C = _validate(M, Q, A, b, C)
     n, m = M.shape[0], A.shape[0]
-    L = jnp.linalg.cholesky(M)
+    ops = _dense_ops(method, n)
+    L = ops.cholesky(M)
     spd_ok = jnp.all(jnp.isfinite(L))
-    solve_M = lambda v: jax.scipy.linalg.cho_solve((L, True), v)
+    solve_M = lambda v: ops.solve_lower_t(L, ops.solve_lower(L, v))
     a = solve_M(Q)
     zeros = jnp.zeros(n, M.dtype)
     if m == 0:
         Qc_ni = zeros if C is None else C
         qdd = a if C is None else a + solve_M(C)
         return UKTerms(qdd, a, zeros, Qc_ni, jnp.zeros(0, M.dtype), jnp.zeros((), M.dtype), spd_ok)
-    B = jax.scipy.linalg.solve_triangular(L, A.T, lower=True).T  # A L^{-T}, (m, n)
-    e = b - A @ a
+    B = ops.solve_lower(L, A.T).T  # A L^{-T}, (m, n)
+    e = b - ops.matmul(A, a)
     if C is None:
-        z = _constraint_solve(B, e[:, None], method)[:, 0]  # B^+ (b - A a)
+        z = _constraint_solve(B, e[:, None], method, ops)[:, 0]  # B^+ (b - A a)
         Qc_ni = zeros
         y = z
     else:
-        c_tilde = jax.scipy.linalg.solve_triangular(L, C, lower=True)  # L^{-1} C
-        z, w = _constraint_solve(B, jnp.stack([e, B @ c_tilde], axis=1), method).T
-        Qc_ni = C - L @ w  # M (I - A_M^+ A) M^{-1} C, since M A_M^+ A M^{-1} = L B^+ B L^{-1}
+        c_tilde = ops.solve_lower(L, C)  # L^{-1} C
+        E = jnp.stack([e, ops.matmul(B, c_tilde)], axis=1)
+        z, w = _constraint_solve(B, E, method, ops).T
+        Qc_ni = C - ops.matmul(L, w)  # M (I - A_M^+ A) M^{-1} C = C - L B^+ B L^{-1} C
         y = z + c_tilde - w  # B^+ e + (I - B^+ B) L^{-1} C
-    Qc_i = L @ z  # M A_M^+ (b - A a) = L B^+ (b - A a)
-    qdd = a + jax.scipy.linalg.solve_triangular(L.T, y, lower=False)
-    residual = A @ qdd - b
+    Qc_i = ops.matmul(L, z)  # M A_M^+ (b - A a) = L B^+ (b - A a)
+    qdd = a + ops.solve_lower_t(L, y)
+    residual = ops.matmul(A, qdd) - b
     # Relative size of the part of b - A a that lies outside the range of A.
-    r_ls = B @ z - e
+    r_ls = ops.matmul(B, z) - e
     scale = jnp.linalg.norm(e) + jnp.linalg.norm(B) * jnp.linalg.norm(z)
     tiny = jnp.finfo(M.dtype).tiny
     inconsistency = jnp.linalg.norm(r_ls) / jnp.maximum(scale, tiny)
@@ -192,8 +203,9 @@ def udwadia_kalaba(
     - `b`: (m,) right-hand side.
     - `C`: (n,) prescribed work vector of non-ideal constraints, or `None` (ideal).
     - `method`: `"auto"` (default: Cholesky of $AM^{-1}A^T$ when $A$ has full row rank,
-      else an SVD), `"svd"` (always rank-revealing) or `"cholesky"` (full row rank only;
-      fastest, wrong for redundant constraints).
+      else an SVD; unrolled kernels for n <= 8, LAPACK above), `"unrolled"` or `"lapack"`
+      (the same with the kernels forced), `"svd"` (always rank-revealing) or
+      `"cholesky"` (LAPACK, full row rank only: wrong for redundant constraints).
     - `check`: raise on a non-SPD `M`, non-finite inputs or inconsistent constraints.
     - `consistency_tol`: relative least-squares residual above which the constraints are
       reported as inconsistent (default $\sqrt{\varepsilon}$ of the dtype).
