@@ -42,6 +42,7 @@ from ._simulate import Solution as Solution, simulate as simulate
 from ._stabilization import (
     Baumgarte as Baumgarte,
     KuttaMerson as KuttaMerson,
+    RK4 as RK4,
     Projection as Projection,
 )
 from ._sweep import SweepResult as SweepResult, load_sweep as load_sweep, sweep as sweep

@@ -176,3 +176,30 @@ class KuttaMerson(AbstractERK):
     def order(self, terms):
         del terms
         return 4
+
+
+_rk4_tableau = ButcherTableau(
+    a_lower=(np.array([1 / 2]), np.array([0.0, 1 / 2]), np.array([0.0, 0.0, 1.0])),
+    b_sol=np.array([1 / 6, 1 / 3, 1 / 3, 1 / 6]),
+    # The classical method has no embedded pair: the "error" is the difference from the
+    # 2nd-order midpoint rule (k2), usable only for rough step control.
+    b_error=np.array([1 / 6, 1 / 3 - 1.0, 1 / 3, 1 / 6]),
+    c=np.array([1 / 2, 1 / 2, 1.0]),
+)
+
+
+class RK4(AbstractERK):
+    r"""The classical 4th-order Runge-Kutta method (4 stages).
+
+    $k_1 = f(y)$, $k_2 = f(y + \tfrac h2k_1)$, $k_3 = f(y + \tfrac h2k_2)$,
+    $k_4 = f(y + hk_3)$, $y_{n+1} = y_n + \tfrac h6(k_1 + 2k_2 + 2k_3 + k_4)$: the same
+    method as MuJoCo's `integrator="RK4"`, for comparisons at equal cost per step. Use with
+    `diffrax.ConstantStepSize()` and `dt0`.
+    """
+
+    tableau: ClassVar[ButcherTableau] = _rk4_tableau
+    interpolation_cls: ClassVar = diffrax.ThirdOrderHermitePolynomialInterpolation.from_k
+
+    def order(self, terms):
+        del terms
+        return 4

@@ -21,3 +21,4 @@ from ._particles import (
     holonomicity as holonomicity,
 )
 from ._appell_hamel import AppellHamelWheel as AppellHamelWheel
+from ._linkages import FourBarLinkage as FourBarLinkage
