@@ -8,6 +8,16 @@ import platform
 import time
 
 import jax
+import numpy as np
+
+
+def seed_workflow_uk(M, Q, A, b):
+    """The seeds' MATLAB workflow for one state, in NumPy: M^{-1/2} by eigendecomposition,
+    then `pinv`: qdd = a + M^{-1/2} (A M^{-1/2})^+ (b - A a), a = M^{-1} Q."""
+    w, V = np.linalg.eigh(M)
+    Mih = (V / np.sqrt(w)) @ V.T
+    a = np.linalg.solve(M, Q)
+    return a + Mih @ np.linalg.pinv(A @ Mih) @ (b - A @ a)
 
 
 def machine_info() -> dict:

@@ -32,7 +32,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
 import numpy as np
-from _common import machine_info, write_json
+from _common import machine_info, seed_workflow_uk, write_json
 from scipy.integrate import solve_ivp
 
 import ukjax
@@ -40,14 +40,6 @@ from ukjax.systems import DoubleRodPendulum, DuffingOscillator
 
 
 RTOL = ATOL = 1e-12
-
-
-def _uk_numpy(M, Q, A, b):
-    """The seeds' workflow: M^{-1/2} by eigendecomposition, then `pinv`."""
-    w, V = np.linalg.eigh(M)
-    Mih = (V / np.sqrt(w)) @ V.T
-    a = np.linalg.solve(M, Q)
-    return a + Mih @ np.linalg.pinv(A @ Mih) @ (b - A @ a)
 
 
 def double_rod_rhs(g=10.0, L1=1.0, L2=1.0):
@@ -61,7 +53,7 @@ def double_rod_rhs(g=10.0, L1=1.0, L2=1.0):
         x, y, z = q
         A = np.array([[x, y, z], [x - L1, y, z - L2]])
         b = -np.full(2, qd @ qd)
-        return np.concatenate([qd, _uk_numpy(M, Q, A, b)])
+        return np.concatenate([qd, seed_workflow_uk(M, Q, A, b)])
 
     return rhs
 
@@ -83,7 +75,7 @@ def duffing_rhs(p: DuffingOscillator):
         # second derivative of A0 exp(-al t) sin(om t)
         e = np.exp(-al * t)
         b = np.array([A0 * e * ((al**2 - om**2) * np.sin(om * t) - 2 * al * om * np.cos(om * t))])
-        return np.concatenate([s[2:], _uk_numpy(M, Q, A, b)])
+        return np.concatenate([s[2:], seed_workflow_uk(M, Q, A, b)])
 
     return rhs
 

@@ -7,14 +7,15 @@ implementations:
 
 - :data:`LAPACK`: `jnp.linalg.cholesky`, `jax.scipy.linalg.solve_triangular` and `@`.
   Under `vmap` on CPU each batched factorisation is one LAPACK call per matrix, which is
-  efficient from n of about 10 upwards.
+  the faster choice from n of about 10-12 upwards.
 - :data:`UNROLLED`: the same algorithms written as straight-line scalar code (the textbook
   column Cholesky, forward and back substitution, products as multiply-and-sum). Under
   `vmap` every scalar becomes a vector over the batch, so XLA fuses the whole solve into a
   few loops over the batch with no per-matrix calls. The program grows like $n^3$, so
   this is only used for small n (:data:`UNROLL_MAX_N`, chosen by
-  `benchmarks/kernels.py`: 2.5-6x faster than LAPACK for n <= 8 at batch 1024-16384 on
-  the 2-core CPU, slower from n = 12, with compile time growing to 3 s at n = 8).
+  `benchmarks/kernels.py` at batch 1024-16384 on the 2-core CPU: 5-8x faster than
+  LAPACK at n = 2, 2-5x at n = 3-6, 1.2-1.9x at n = 8, slower from n = 12, with compile
+  time growing to 3-4 s at n = 8).
 
 Both compute the same exact factorisations (no approximation); a non-SPD input gives NaN
 entries in either, which the callers detect.

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from ._constraints import _as_rows
 from ._dynamics import mass_and_force
-from ._linalg import pinv_solve
+from ._linalg import weighted_pinv_solve
 from ._system import System, as_time, check_state
 
 
@@ -77,9 +77,7 @@ def constraint_residuals(system: System, t, q, qd) -> ConstraintResiduals:
 
 def _mass_metric_step(L, J, r):
     """Minimum-M-norm correction dx with J dx = -r: dx = -L^{-T} (J L^{-T})^+ r."""
-    B = jax.scipy.linalg.solve_triangular(L, J.T, lower=True).T
-    y = pinv_solve(B, r[:, None])[:, 0]
-    return -jax.scipy.linalg.solve_triangular(L.T, y, lower=False)
+    return -weighted_pinv_solve(L, J, r[:, None])[:, 0]
 
 
 def project_initial_conditions(system: System, t0, q0, qd0, *, iterations: int = 12):

@@ -97,6 +97,13 @@ def full_rank_solve(B: jax.Array, e: jax.Array, ops: DenseOps = LAPACK):
     return ops.matmul(B.T, lam), ok
 
 
+def weighted_pinv_solve(L: jax.Array, A: jax.Array, E: jax.Array) -> jax.Array:
+    """$A_M^+E = L^{-T}(AL^{-T})^+E$ for the Cholesky factor ``L`` of $M = LL^T$, any rank
+    of ``A`` (m, n), and ``E`` (m, k). The minimum-$M$-norm solution of $AX = E$."""
+    B = jax.scipy.linalg.solve_triangular(L, A.T, lower=True).T  # A L^{-T}
+    return jax.scipy.linalg.solve_triangular(L.T, pinv_solve(B, E), lower=False)
+
+
 def weighted_pinv(A: jax.Array, M: jax.Array | None = None) -> jax.Array:
     r"""The $M$-weighted Moore-Penrose inverse $A_M^+ = M^{-1/2}(AM^{-1/2})^+$ (seed 003).
 
@@ -142,6 +149,4 @@ def weighted_pinv(A: jax.Array, M: jax.Array | None = None) -> jax.Array:
             f"weighted_pinv: M must be (n, n) = ({n}, {n}) to match A of shape {A.shape}; "
             f"got {M.shape}."
         )
-    L = jnp.linalg.cholesky(M)
-    B = jax.scipy.linalg.solve_triangular(L, A.T, lower=True).T  # A L^{-T}
-    return jax.scipy.linalg.solve_triangular(L.T, pinv_solve(B, eye), lower=False)
+    return weighted_pinv_solve(jnp.linalg.cholesky(M), A, eye)

@@ -188,9 +188,7 @@ def sweep(
 
     devices = list(jax.local_devices() if devices is None else devices)
     nd = len(devices)
-    chunk = min(chunk_size, B)
-    chunk = -(-chunk // nd) * nd
-    per_device = chunk // nd
+    per_device = -(-min(chunk_size, B) // nd)
     if vector_width == "auto":
         vector_width = 128 if devices[0].platform == "cpu" else None
     if vector_width is not None and (not isinstance(vector_width, int) or vector_width < 1):
@@ -212,13 +210,12 @@ def sweep(
         return q, qd, sol.result._value, sol.stats["num_steps"]
 
     def run_chunk(*args):
-        # (chunk, ...) -> (devices, groups, width, ...): vmap over the sharded device axis,
-        # a sequential loop over groups, and vmap over the trajectories of a group.
-        split = lambda x: x.reshape((nd, per_device // width, width) + x.shape[1:])
-        group = jax.vmap(one)
-        per_dev = lambda *xs: jax.lax.map(lambda ys: group(*ys), xs)
+        # (chunk, ...) -> (devices, per_device, ...): vmap over the sharded device axis; each
+        # device's share is a loop over groups of `width` (lax.map vmaps within a group).
+        split = lambda x: x.reshape((nd, per_device) + x.shape[1:])
+        per_dev = lambda *xs: jax.lax.map(lambda ys: one(*ys), xs, batch_size=width)
         out = jax.vmap(per_dev)(*jax.tree_util.tree_map(split, args))
-        return jax.tree_util.tree_map(lambda y: y.reshape((chunk,) + y.shape[3:]), out)
+        return jax.tree_util.tree_map(lambda y: y.reshape((chunk,) + y.shape[2:]), out)
 
     run = jax.jit(run_chunk)
     mesh = jax.sharding.Mesh(np.array(devices), ("batch",))

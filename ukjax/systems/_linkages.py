@@ -52,17 +52,18 @@ class FourBarLinkage(System):
     def _masses(self, dtype):
         return jnp.stack([self.m1, self.m2, self.m3]).astype(dtype)
 
+    def _links(self, q):
+        """The rod vectors l_i (cos, sin) of the three links, shape (3, 2)."""
+        return jnp.stack([jnp.cos(q), jnp.sin(q)], axis=1) * self._lengths(q.dtype)[:, None]
+
     def centres(self, q):
         """Centres of the three rods, shape (3, 2)."""
-        l = self._lengths(q.dtype)
-        e = jnp.stack([jnp.cos(q), jnp.sin(q)], axis=1) * l[:, None]
-        joints = jnp.cumsum(e, axis=0) - e  # A, B, C: the start of each rod
-        return joints + 0.5 * e
+        e = self._links(q)
+        return jnp.cumsum(e, axis=0) - 0.5 * e  # each rod's end minus half the rod
 
     def joints(self, q):
         """Points B, C and the loop end D' (which the constraints hold at D), shape (3, 2)."""
-        l = self._lengths(q.dtype)
-        return jnp.cumsum(jnp.stack([jnp.cos(q), jnp.sin(q)], axis=1) * l[:, None], axis=0)
+        return jnp.cumsum(self._links(q), axis=0)
 
     def kinetic_energy(self, t, q, qd):
         m, l = self._masses(q.dtype), self._lengths(q.dtype)
