@@ -6,9 +6,30 @@ import json
 import os
 import platform
 import time
+from pathlib import Path
 
 import jax
 import numpy as np
+
+
+OUT = Path(__file__).resolve().parent / "out"
+"""Where every benchmark writes its JSON: benchmarks/out/, whatever the working directory."""
+
+
+def out_path(name: str) -> str:
+    """Default JSON path of a benchmark: benchmarks/out/<name>."""
+    return str(OUT / name)
+
+
+def best_time(fn, *args, repeats: int = 3):
+    """(best wall seconds of `repeats` calls, last output); JAX outputs are waited for.
+    Compile or warm up `fn` before calling this if the first call is not to be timed."""
+    best, out = float("inf"), None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = jax.block_until_ready(fn(*args))
+        best = min(best, time.perf_counter() - t0)
+    return best, out
 
 
 def seed_workflow_uk(M, Q, A, b):
@@ -37,12 +58,8 @@ def time_compile_and_run(fn, *args, repeats: int = 3):
     t0 = time.perf_counter()
     compiled = jitted.lower(*args).compile()
     t_compile = time.perf_counter() - t0
-    out = jax.block_until_ready(compiled(*args))
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = jax.block_until_ready(compiled(*args))
-        best = min(best, time.perf_counter() - t0)
+    jax.block_until_ready(compiled(*args))
+    best, out = best_time(compiled, *args, repeats=repeats)
     return t_compile, best, out
 
 

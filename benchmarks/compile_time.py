@@ -1,6 +1,6 @@
 """Compile time of the first call: `ukjax.simulate` (default Dopri8, float64) for every seed
 system, and for the N-link planar chain against N, each with the default kernels
-(`method="auto"`: unrolled for n <= 8, LAPACK above) and with LAPACK kernels forced
+(default `ukjax.AutoKernels()`: unrolled for n <= 8, LAPACK above) and with LAPACK kernels forced
 (the peer in the same run), single trajectory and vmapped over a batch of 1024.
 
 Compile time is the wall time of `jax.jit(f).lower(...).compile()` (tracing, lowering and
@@ -20,10 +20,9 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
-import numpy as np
-from _common import machine_info, write_json
 
 import ukjax
+from _common import machine_info, out_path, write_json
 from ukjax import systems as S
 
 
@@ -39,17 +38,30 @@ def seed_systems():
     yield "LogSpiralParticle", S.LogSpiralParticle(), 2
     yield "ConeSurfaceParticle", S.ConeSurfaceParticle(), 3
     yield "NonholonomicParticle", S.NonholonomicParticle(), 3
-    yield "PointParticle(sphere)", S.PointParticle(constraint="sphere"), 3
+    yield "ParticleOnSphere", S.ParticleOnSphere(), 3
     yield "CoulombBead", S.CoulombBead(), len(S.CoulombBead().initial_state()[0])
     yield "EllipseSpringParticle", S.EllipseSpringParticle(), 3
     yield "AppellHamelWheel", S.AppellHamelWheel(), len(S.AppellHamelWheel().initial_state()[0])
     yield "FourBarLinkage", S.FourBarLinkage(), 3
 
 
+KERNELS = {"auto": ukjax.AutoKernels(), "lapack": ukjax.LapackKernels()}
+
+
 def compile_seconds(system, n, method, batch):
     ts = jnp.linspace(0.0, 1.0, 11)
-    one = lambda q, qd: ukjax.simulate(system, q, qd, ts, method=method,
-                                       initial_conditions="ignore", throw=False).q
+    solver = ukjax.CholeskyWithFallback(kernels=KERNELS[method])
+    one = lambda q, qd: (
+        ukjax.simulate(
+            system,
+            q,
+            qd,
+            ts,
+            uk_solver=solver,
+            initial_conditions=ukjax.IgnoreInitial(),
+            throw=False,
+        ).q
+    )
     fn = jax.vmap(one) if batch else one
     shape = (batch, n) if batch else (n,)
     x = jax.ShapeDtypeStruct(shape, jnp.float64)
@@ -62,28 +74,34 @@ def compile_seconds(system, n, method, batch):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", default="benchmarks/out/compile_time.json")
+    ap.add_argument("--json", default=out_path("compile_time.json"))
     args = ap.parse_args()
     info = machine_info()
     print(f"JAX {info['jax']} on {info['backend']} ({info['cpu_count']} CPUs), float64, Dopri8")
-    print(f"{'system':<24} {'n':>3} {'m':>3} | {'auto 1':>7} {'lapack 1':>8} | {'auto 1024':>9} "
-          f"{'lapack 1024':>11}  (seconds)")
+    print(
+        f"{'system':<24} {'n':>3} {'m':>3} | {'auto 1':>7} {'lapack 1':>8} | {'auto 1024':>9} "
+        f"{'lapack 1024':>11}  (seconds)"
+    )
     cases = list(seed_systems())
-    for N in ([2, 4] if args.quick else [2, 4, 8, 16, 32]):
+    for N in [2, 4] if args.quick else [2, 4, 8, 16, 32]:
         cases.append((f"PlanarChain N={N}", S.PlanarChain.uniform(N), 2 * N))
     if args.quick:
         cases = cases[:3] + cases[-2:]
     rows = []
     for name, system, n in cases:
-        m = int(ukjax.constraint_matrices(system, 0.0, jnp.ones(n) * 0.3, jnp.ones(n) * 0.1)[0].shape[0])
+        m = int(
+            ukjax.constraint_matrices(system, 0.0, jnp.ones(n) * 0.3, jnp.ones(n) * 0.1)[0].shape[0]
+        )
         row = {"system": name, "n": n, "m": m}
         for method in ("auto", "lapack"):
             for batch in (0, 1024):
                 row[f"{method}_{batch or 1}"] = compile_seconds(system, n, method, batch)
         rows.append(row)
-        print(f"{name:<24} {n:>3} {m:>3} | {row['auto_1']:7.2f} {row['lapack_1']:8.2f} | "
-              f"{row['auto_1024']:9.2f} {row['lapack_1024']:11.2f}",
-              flush=True)
+        print(
+            f"{name:<24} {n:>3} {m:>3} | {row['auto_1']:7.2f} {row['lapack_1']:8.2f} | "
+            f"{row['auto_1024']:9.2f} {row['lapack_1024']:11.2f}",
+            flush=True,
+        )
     write_json(args.json, {"machine": info, "rows": rows})
 
 

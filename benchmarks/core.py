@@ -1,5 +1,5 @@
 """Core figures: single-state UK acceleration calls/s and a vmapped simulate of 1024
-doubly constrained pendulums (seed 000 §3.4, t in [0, 3]), each against a NumPy/SciPy peer
+doubly constrained pendulums (Pamplona 2021, §3.4, t in [0, 3]), each against a NumPy/SciPy peer
 run in the same process (the seeds' MATLAB workflow: pinv + sqrtm per state, ode45-like
 adaptive integration one trajectory at a time).
 
@@ -17,30 +17,27 @@ import jax
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
 import numpy as np
-from _common import machine_info, time_compile_and_run, write_json
 from scipy.integrate import solve_ivp
 
 import ukjax
+from _common import machine_info, out_path, seed_workflow_uk, time_compile_and_run, write_json
 from ukjax.systems import DoubleRodPendulum
 
 
 def numpy_uk(q, qd, g=10.0):
-    """The seeds' workflow for the same system: M^{-1/2} by eigen-decomposition, pinv."""
-    M = np.eye(3)
+    """The published MATLAB workflow for the same system (M^{-1/2} by eigendecomposition,
+    then pinv; _common.seed_workflow_uk) with the double rod's M, Q, A, b written by hand."""
     x, y, z = q
     A = np.array([[x, y, z], [x - 1.0, y, z - 1.0]])
     b = -np.array([1.0, 1.0]) * (qd @ qd)
-    w, V = np.linalg.eigh(M)
-    Mih = (V / np.sqrt(w)) @ V.T
-    a = np.array([g, 0.0, 0.0])
-    return a + Mih @ np.linalg.pinv(A @ Mih) @ (b - A @ a)
+    return seed_workflow_uk(np.eye(3), np.array([g, 0.0, 0.0]), A, b)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--batch", type=int, default=1024)
     p.add_argument("--peer-trajectories", type=int, default=16)
-    p.add_argument("--json", default="benchmarks/out/core.json")
+    p.add_argument("--json", default=out_path("core.json"))
     args = p.parse_args()
     sys_ = DoubleRodPendulum()
     q0, qd0 = sys_.initial_state()
@@ -72,7 +69,8 @@ def main():
     qs = jnp.asarray(rng.standard_normal((B, 3)))
     qds = jnp.asarray(rng.standard_normal((B, 3)))
     c_acc, r_acc, _ = time_compile_and_run(
-        jax.vmap(lambda q, qd: ukjax.acceleration(sys_, 0.0, q, qd)), qs, qds, repeats=20)
+        jax.vmap(lambda q, qd: ukjax.acceleration(sys_, 0.0, q, qd)), qs, qds, repeats=20
+    )
 
     # 2. vmapped simulate, 1024 trajectories
     ts = jnp.linspace(0.0, 3.0, 301)
@@ -80,7 +78,8 @@ def main():
     Q0 = jnp.tile(q0, (B, 1))
     QD0 = jnp.stack([jnp.zeros(B), yd0, jnp.zeros(B)], axis=1)
     c_sim, r_sim, sol = time_compile_and_run(
-        jax.vmap(lambda a, b: ukjax.simulate(sys_, a, b, ts)), Q0, QD0, repeats=2)
+        jax.vmap(lambda a, b: ukjax.simulate(sys_, a, b, ts)), Q0, QD0, repeats=2
+    )
 
     # 2b. the peer: scipy DOP853 + numpy pinv, one trajectory at a time, same tolerance
     k = min(args.peer_trajectories, B)
@@ -89,8 +88,15 @@ def main():
     max_dev = 0.0
     for i in idx:
         rhs = lambda t, s: np.concatenate([s[3:], numpy_uk(s[:3], s[3:])])
-        ref = solve_ivp(rhs, (0.0, 3.0), np.concatenate([Q0[i], QD0[i]]), method="DOP853",
-                        rtol=1e-12, atol=1e-12, t_eval=np.asarray(ts))
+        ref = solve_ivp(
+            rhs,
+            (0.0, 3.0),
+            np.concatenate([Q0[i], QD0[i]]),
+            method="DOP853",
+            rtol=1e-12,
+            atol=1e-12,
+            t_eval=np.asarray(ts),
+        )
         max_dev = max(max_dev, float(np.abs(ref.y[:3].T - np.asarray(sol.q[i])).max()))
     peer_per_traj = (time.perf_counter() - t0) / k
 
@@ -109,8 +115,10 @@ def main():
         ("mean adaptive steps per trajectory", f"{float(np.mean(sol.stats['num_steps'])):.0f}"),
     ]
     info = machine_info()
-    print(f"JAX {info['jax']} on {info['backend']} ({info['cpu_count']} CPUs), float64, "
-          "Dopri8 rtol=atol=1e-12")
+    print(
+        f"JAX {info['jax']} on {info['backend']} ({info['cpu_count']} CPUs), float64, "
+        "Dopri8 rtol=atol=1e-12"
+    )
     w = max(len(r[0]) for r in rows)
     for name, val in rows:
         print(f"{name:<{w}}  {val:>12}")

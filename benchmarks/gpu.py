@@ -25,9 +25,9 @@ jax.config.update("jax_enable_x64", True)
 import diffrax
 import jax.numpy as jnp
 import numpy as np
-from _common import machine_info, write_json
 
 import ukjax
+from _common import machine_info, out_path, write_json
 from ukjax.systems import PlanarChain
 
 
@@ -45,10 +45,18 @@ def run_point(N, batch, dtype, steps, dt=1e-3):
     q0, qd0 = jax.vmap(lambda a: chain.state_from_angles(a, jnp.zeros_like(a)))(theta)
     q0, qd0 = q0.astype(dtype), qd0.astype(dtype)
     ts = jnp.array([0.0, dt * steps], dtype)
-    one = lambda a, b: ukjax.simulate(chain, a, b, ts, solver=ukjax.RK4(),
-                                      stepsize_controller=diffrax.ConstantStepSize(), dt0=dt,
-                                      max_steps=steps + 10, throw=False,
-                                      initial_conditions_tol=1e-3).q[-1]
+    one = lambda a, b: ukjax.simulate(
+        chain,
+        a,
+        b,
+        ts,
+        solver=ukjax.RK4(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        dt0=dt,
+        max_steps=steps + 10,
+        throw=False,
+        initial_conditions_tol=1e-3,
+    ).q[-1]
     fn = jax.jit(jax.vmap(one))
     t0 = time.perf_counter()
     compiled = fn.lower(q0, qd0).compile()
@@ -59,8 +67,12 @@ def run_point(N, batch, dtype, steps, dt=1e-3):
         t0 = time.perf_counter()
         out = compiled(q0, qd0).block_until_ready()
         best = min(best, time.perf_counter() - t0)
-    link = jnp.linalg.norm(jnp.diff(jnp.concatenate(
-        [jnp.zeros((batch, 1, 2), dtype), out.reshape(batch, N, 2)], 1), axis=1), axis=2)
+    link = jnp.linalg.norm(
+        jnp.diff(
+            jnp.concatenate([jnp.zeros((batch, 1, 2), dtype), out.reshape(batch, N, 2)], 1), axis=1
+        ),
+        axis=2,
+    )
     return t_compile, best, float(jnp.max(jnp.abs(link - 1.0)))
 
 
@@ -70,17 +82,21 @@ def main():
     ap.add_argument("--max-log2-batch", type=int, default=20)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--quick", action="store_true", help="N = 2, 4; batch up to 2^6; 20 steps")
-    ap.add_argument("--json", default="benchmarks/out/gpu.json")
+    ap.add_argument("--json", default=out_path("gpu.json"))
     args = ap.parse_args()
     if args.quick:
         args.links, args.max_log2_batch, args.steps = "2,4", 6, 20
     info = machine_info()
     smi = nvidia_smi()
     print(smi)
-    print(f"JAX {info['jax']} on {info['backend']} ({info['device']}); RK4 dt = 1e-3, "
-          f"{args.steps} steps; system-steps/s (compile excluded)")
-    print(f"{'dtype':<8} {'N':>3} {'batch':>8} | {'steps/s':>14} {'run s':>8} {'compile s':>9} | "
-          f"{'max |link-1|':>12}")
+    print(
+        f"JAX {info['jax']} on {info['backend']} ({info['device']}); RK4 dt = 1e-3, "
+        f"{args.steps} steps; system-steps/s (compile excluded)"
+    )
+    print(
+        f"{'dtype':<8} {'N':>3} {'batch':>8} | {'steps/s':>14} {'run s':>8} {'compile s':>9} | "
+        f"{'max |link-1|':>12}"
+    )
     rows = []
     for dtype in (jnp.float32, jnp.float64):
         for N in (int(x) for x in args.links.split(",")):
@@ -92,10 +108,17 @@ def main():
                 row = {"dtype": jnp.dtype(dtype).name, "N": N, "batch": batch}
                 try:
                     tc, tr, err = run_point(N, batch, dtype, args.steps)
-                    row.update(compile_s=tc, run_s=tr, steps_per_s=batch * args.steps / tr,
-                               max_link_error=err)
-                    print(f"{row['dtype']:<8} {N:>3} {batch:>8} | {row['steps_per_s']:14,.0f} "
-                          f"{tr:8.3f} {tc:9.2f} | {err:12.1e}", flush=True)
+                    row.update(
+                        compile_s=tc,
+                        run_s=tr,
+                        steps_per_s=batch * args.steps / tr,
+                        max_link_error=err,
+                    )
+                    print(
+                        f"{row['dtype']:<8} {N:>3} {batch:>8} | {row['steps_per_s']:14,.0f} "
+                        f"{tr:8.3f} {tc:9.2f} | {err:12.1e}",
+                        flush=True,
+                    )
                 except Exception as e:  # noqa: BLE001 - record OOM and go on
                     if "RESOURCE_EXHAUSTED" not in str(e) and "out of memory" not in str(e).lower():
                         raise

@@ -22,21 +22,17 @@ jax.config.update("jax_enable_x64", True)
 import diffrax
 import equinox as eqx
 import jax.numpy as jnp
-import numpy as np
-from _common import machine_info, write_json
 
 import ukjax
+from _common import best_time as _best_time
+from _common import machine_info, out_path, write_json
 from ukjax.systems import PlanarChain
 
 
 def best_time(f, *args, repeats=5):
+    """Best of `repeats` after one warm-up call."""
     jax.block_until_ready(f(*args))
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(f(*args))
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return _best_time(f, *args, repeats=repeats)[0]
 
 
 def compile_time(f, *args):
@@ -48,7 +44,7 @@ def compile_time(f, *args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--links", type=int, default=5)
-    ap.add_argument("--json", default="benchmarks/out/gradients.json")
+    ap.add_argument("--json", default=out_path("gradients.json"))
     args = ap.parse_args()
     N = args.links
     base = PlanarChain.uniform(N, damping=0.2)
@@ -58,8 +54,12 @@ def main():
     theta0 = jnp.concatenate([base.masses, base.damping])
 
     def make_loss(adjoint, controller=None, dt0=None, ts_=ts, max_steps=100_000):
-        kw = dict(solver=diffrax.Tsit5(), adjoint=adjoint, initial_conditions="ignore",
-                  max_steps=max_steps)
+        kw = dict(
+            solver=diffrax.Tsit5(),
+            adjoint=adjoint,
+            initial_conditions=ukjax.IgnoreInitial(),
+            max_steps=max_steps,
+        )
         if controller is None:
             kw.update(rtol=1e-8, atol=1e-8)
         else:
@@ -77,21 +77,31 @@ def main():
     rows, results = [], {}
     g_ref = None
     adjoints = {
-        "RecursiveCheckpointAdjoint (reverse, default)": ("rev", diffrax.RecursiveCheckpointAdjoint()),
+        "RecursiveCheckpointAdjoint (reverse, default)": (
+            "rev",
+            diffrax.RecursiveCheckpointAdjoint(),
+        ),
         "BacksolveAdjoint (reverse, continuous)": ("rev", diffrax.BacksolveAdjoint()),
         "ForwardMode (jacfwd)": ("fwd", diffrax.ForwardMode()),
     }
     for name, (mode, adj) in adjoints.items():
         loss = make_loss(adj)
-        f = jax.value_and_grad(loss) if mode == "rev" else (
-            lambda th, loss=loss: (loss(th), jax.jacfwd(loss)(th)))
+        f = (
+            jax.value_and_grad(loss)
+            if mode == "rev"
+            else (lambda th, loss=loss: (loss(th), jax.jacfwd(loss)(th)))
+        )
         c, _ = compile_time(f, theta0)
         t = best_time(jax.jit(f), theta0)
         _, g = jax.jit(f)(theta0)
         g_ref = g if g_ref is None else g_ref
         err = float(jnp.max(jnp.abs(g - g_ref)) / jnp.max(jnp.abs(g_ref)))
-        results[name] = {"compile_s": c, "run_s": t, "ratio_to_forward": t / t_fwd,
-                         "max_rel_diff_vs_default": err}
+        results[name] = {
+            "compile_s": c,
+            "run_s": t,
+            "ratio_to_forward": t / t_fwd,
+            "max_rel_diff_vs_default": err,
+        }
         rows.append((name, c, t, t / t_fwd, err))
     # The peer: central finite differences, 2p + 1 forward solves.
     p = theta0.size
@@ -110,12 +120,17 @@ def main():
     t_fd = time.perf_counter() - t0
     err_fd = float(jnp.max(jnp.abs(g_fd - g_ref)) / jnp.max(jnp.abs(g_ref)))
     results["central finite differences (2p+1 solves)"] = {
-        "run_s": t_fd, "ratio_to_forward": t_fd / t_fwd, "max_rel_diff_vs_default": err_fd}
+        "run_s": t_fd,
+        "ratio_to_forward": t_fd / t_fwd,
+        "max_rel_diff_vs_default": err_fd,
+    }
     rows.append(("central finite differences (2p+1 solves)", 0.0, t_fd, t_fd / t_fwd, err_fd))
 
     info = machine_info()
-    print(f"JAX {info['jax']} on {info['backend']} ({info['cpu_count']} CPUs), float64; "
-          f"{N}-link chain, p = {p} parameters, adaptive Tsit5 rtol=atol=1e-8, t in [0, 3]")
+    print(
+        f"JAX {info['jax']} on {info['backend']} ({info['cpu_count']} CPUs), float64; "
+        f"{N}-link chain, p = {p} parameters, adaptive Tsit5 rtol=atol=1e-8, t in [0, 3]"
+    )
     print(f"forward simulate: compile {c_fwd:.2f} s, run {1e3 * t_fwd:.2f} ms")
     print(f"{'method':<46}{'compile s':>10}{'run ms':>10}{'/forward':>10}{'rel diff':>10}")
     for name, c, t, r, e in rows:
@@ -123,7 +138,10 @@ def main():
 
     # Memory for long horizons (fixed step dt = 0.01): XLA's compiled temp allocation.
     print("\ncompiled working memory (MiB) of value_and_grad vs horizon, fixed dt = 0.01")
-    print(f"{'horizon (steps)':<18}{'forward':>10}{'recursive ckpt':>16}{'backsolve':>12}{'forward mode':>14}")
+    print(
+        f"{'horizon (steps)':<18}{'forward':>10}{'recursive ckpt':>16}{'backsolve':>12}"
+        f"{'forward mode':>14}"
+    )
     mem = {}
     for T in (10.0, 100.0, 1000.0):
         steps = int(T / 0.01)
@@ -141,11 +159,22 @@ def main():
             ma = comp.memory_analysis()
             mem[steps][k] = (ma.temp_size_in_bytes if ma is not None else float("nan")) / 2**20
         m = mem[steps]
-        print(f"{steps:<18,}{m['forward']:>10.2f}{m['recursive']:>16.2f}{m['backsolve']:>12.2f}"
-              f"{m['forward_mode']:>14.2f}")
-    write_json(args.json, {"machine": info, "links": N, "p": p, "forward_s": t_fwd,
-                           "forward_compile_s": c_fwd, "results": results,
-                           "temp_memory_mib": mem})
+        print(
+            f"{steps:<18,}{m['forward']:>10.2f}{m['recursive']:>16.2f}{m['backsolve']:>12.2f}"
+            f"{m['forward_mode']:>14.2f}"
+        )
+    write_json(
+        args.json,
+        {
+            "machine": info,
+            "links": N,
+            "p": p,
+            "forward_s": t_fwd,
+            "forward_compile_s": c_fwd,
+            "results": results,
+            "temp_memory_mib": mem,
+        },
+    )
 
 
 if __name__ == "__main__":

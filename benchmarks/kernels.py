@@ -10,17 +10,22 @@ is reported separately. All methods are checked to agree (max relative differenc
 """
 
 import argparse
-import time
 
 import jax
 
 
 jax.config.update("jax_enable_x64", True)
-import jax.numpy as jnp
 import numpy as np
 
 import ukjax
-from _common import machine_info, seed_workflow_uk, time_compile_and_run, write_json
+from _common import (
+    best_time,
+    machine_info,
+    out_path,
+    seed_workflow_uk,
+    time_compile_and_run,
+    write_json,
+)
 
 
 def problem(rng, B, n, m):
@@ -44,31 +49,45 @@ def numpy_stacked(M, Q, A, b):
     return a + (Mih @ (P @ (b - (A @ a[..., None])[..., 0])[..., None]))[..., 0]
 
 
-def best_time(fn, *args, repeats=3):
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn(*args)
-        best = min(best, time.perf_counter() - t0)
-    return best, out
+SOLVERS = {
+    "svd": ukjax.SVD(),
+    "cholesky": ukjax.Cholesky(kernels=ukjax.LapackKernels()),
+    "lapack": ukjax.CholeskyWithFallback(kernels=ukjax.LapackKernels()),
+    "unrolled": ukjax.CholeskyWithFallback(kernels=ukjax.UnrolledKernels()),
+    "auto": ukjax.CholeskyWithFallback(),
+}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", default="benchmarks/out/kernels.json")
+    ap.add_argument("--json", default=out_path("kernels.json"))
     args = ap.parse_args()
     rng = np.random.default_rng(0)
-    sizes = [(2, 1), (3, 2), (4, 2), (6, 3), (8, 4), (8, 7), (10, 5), (12, 6), (24, 12),
-             (48, 24), (48, 47)]
+    sizes = [
+        (2, 1),
+        (3, 2),
+        (4, 2),
+        (6, 3),
+        (8, 4),
+        (8, 7),
+        (10, 5),
+        (12, 6),
+        (24, 12),
+        (48, 24),
+        (48, 47),
+    ]
     batches = [1, 1024, 16384]
     if args.quick:
         sizes, batches = [(3, 2), (12, 6)], [1, 256]
     rows = []
     print(machine_info())
-    print(f"{'n':>3} {'m':>3} {'batch':>6} | {'svd':>9} {'cholesky':>9} {'lapack':>9} {'unrolled':>9} "
-          f"{'auto':>9} | {'np loop':>9} {'np stack':>9} | us/state; compile s (lapack, unrolled) "
-          "| agree")
+    print(
+        f"{'n':>3} {'m':>3} {'batch':>6} | {'svd':>9} {'cholesky':>9} {'lapack':>9} "
+        f"{'unrolled':>9} "
+        f"{'auto':>9} | {'np loop':>9} {'np stack':>9} | us/state; compile s (lapack, unrolled) "
+        "| agree"
+    )
     for n, m in sizes:
         for B in batches:
             if B * n * n > 16384 * 24 * 24:
@@ -80,7 +99,11 @@ def main():
                 if method == "unrolled" and n > 12:  # compile time grows like n^3 (90 s at n = 24)
                     row[method] = row[f"compile_{method}"] = float("nan")
                     continue
-                fn = jax.vmap(lambda M, Q, A, b, method=method: ukjax.udwadia_kalaba(M, Q, A, b, method=method, check=False))
+                fn = jax.vmap(
+                    lambda M, Q, A, b, s=SOLVERS[method]: ukjax.udwadia_kalaba(
+                        M, Q, A, b, uk_solver=s, check=False
+                    )
+                )
                 tc, tr, out = time_compile_and_run(fn, M, Q, A, b)
                 row[method] = tr / B * 1e6
                 row[f"compile_{method}"] = tc
@@ -91,12 +114,18 @@ def main():
             ts_, outs["stack"] = best_time(numpy_stacked, M, Q, A, b)
             row["numpy_stacked"] = ts_ / B * 1e6
             scale = np.abs(ref).max()
-            row["max_rel_diff"] = float(max(np.abs(o[:nb] - ref).max() for o in outs.values()) / scale)
+            row["max_rel_diff"] = float(
+                max(np.abs(o[:nb] - ref).max() for o in outs.values()) / scale
+            )
             rows.append(row)
-            print(f"{n:>3} {m:>3} {B:>6} | {row['svd']:9.2f} {row['cholesky']:9.2f} {row['lapack']:9.2f} "
-                  f"{row['unrolled']:9.2f} {row['auto']:9.2f} | {row['numpy_loop']:9.2f} "
-                  f"{row['numpy_stacked']:9.2f} | {row['compile_lapack']:.2f} "
-                  f"{row['compile_unrolled']:.2f} | {row['max_rel_diff']:.1e}", flush=True)
+            print(
+                f"{n:>3} {m:>3} {B:>6} | {row['svd']:9.2f} {row['cholesky']:9.2f} "
+                f"{row['lapack']:9.2f} "
+                f"{row['unrolled']:9.2f} {row['auto']:9.2f} | {row['numpy_loop']:9.2f} "
+                f"{row['numpy_stacked']:9.2f} | {row['compile_lapack']:.2f} "
+                f"{row['compile_unrolled']:.2f} | {row['max_rel_diff']:.1e}",
+                flush=True,
+            )
     write_json(args.json, {"machine": machine_info(), "rows": rows})
 
 

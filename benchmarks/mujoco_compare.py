@@ -41,11 +41,11 @@ import diffrax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
-from _common import machine_info, write_json
 from mujoco import rollout
 from scipy.integrate import solve_ivp
 
 import ukjax
+from _common import machine_info, out_path, write_json
 from ukjax.systems import FourBarLinkage, PlanarChain
 
 
@@ -111,25 +111,36 @@ def chain_xml(N, integrator):
     body = ""
     for i in reversed(range(N)):
         pos = "0 0 0" if i == 0 else "0 0 -1"
-        body = (f'<body name="b{i}" pos="{pos}"><joint type="hinge" axis="0 -1 0"/>'
-                f'<inertial pos="0 0 -1" mass="1" diaginertia="1e-12 1e-12 1e-12"/>{body}</body>')
-    return (f'<mujoco><option timestep="{DT}" integrator="{integrator}" gravity="0 0 {-G}">'
-            f'<flag contact="disable"/></option><worldbody>{body}</worldbody></mujoco>')
+        body = (
+            f'<body name="b{i}" pos="{pos}"><joint type="hinge" axis="0 -1 0"/>'
+            f'<inertial pos="0 0 -1" mass="1" diaginertia="1e-12 1e-12 1e-12"/>{body}</body>'
+        )
+    return (
+        f'<mujoco><option timestep="{DT}" integrator="{integrator}" gravity="0 0 {-G}">'
+        f'<flag contact="disable"/></option><worldbody>{body}</worldbody></mujoco>'
+    )
 
 
 def fourbar_xml(fb, integrator, solref):
     def rod(name, length, inner=""):
         I = 1.0 * length**2 / 12
-        return (f'<joint type="hinge" axis="0 -1 0"/>'
-                f'<inertial pos="{length / 2} 0 0" mass="1" diaginertia="1e-12 {I} {I}"/>{inner}')
+        return (
+            f'<joint type="hinge" axis="0 -1 0"/>'
+            f'<inertial pos="{length / 2} 0 0" mass="1" diaginertia="1e-12 {I} {I}"/>{inner}'
+        )
+
     l1, l2, l3 = float(fb.l1), float(fb.l2), float(fb.l3)
-    rocker = f'<body name="rocker" pos="{l2} 0 0">{rod("r", l3)}<site name="tip" pos="{l3} 0 0"/></body>'
+    rocker = (
+        f'<body name="rocker" pos="{l2} 0 0">{rod("r", l3)}<site name="tip" pos="{l3} 0 0"/></body>'
+    )
     coupler = f'<body name="coupler" pos="{l1} 0 0">{rod("c", l2, rocker)}</body>'
     crank = f'<body name="crank">{rod("k", l1, coupler)}</body>'
-    return (f'<mujoco><option timestep="{DT}" integrator="{integrator}" gravity="0 0 {-G}">'
-            f'<flag contact="disable"/></option><worldbody><site name="D" pos="{float(fb.d)} 0 0"/>'
-            f'{crank}</worldbody><equality><connect site1="tip" site2="D" solref="{solref}"/>'
-            f'</equality></mujoco>')
+    return (
+        f'<mujoco><option timestep="{DT}" integrator="{integrator}" gravity="0 0 {-G}">'
+        f'<flag contact="disable"/></option><worldbody><site name="D" pos="{float(fb.d)} 0 0"/>'
+        f'{crank}</worldbody><equality><connect site1="tip" site2="D" solref="{solref}"/>'
+        f"</equality></mujoco>"
+    )
 
 
 def mujoco_run(xml, qpos0, nthread=2):
@@ -150,7 +161,7 @@ def mujoco_run(xml, qpos0, nthread=2):
     rollout.rollout(model, data, init, nstep=STEPS, state=state)
     seconds = time.perf_counter() - t0
     assert np.allclose(state[:, -1, 0], STEPS * DT), "rollout did not end at t = STEPS * DT"
-    return seconds, state[:, -1, 1:1 + model.nq]  # FULLPHYSICS = [time, qpos, qvel, ...]
+    return seconds, state[:, -1, 1 : 1 + model.nq]  # FULLPHYSICS = [time, qpos, qvel, ...]
 
 
 # ----------------------------------------------------------------------------- ukjax runs
@@ -158,8 +169,16 @@ def ukjax_run(system, q0, qd0, width=128):
     """Fixed-step classical RK4, dt = DT, STEPS steps, batched; (compile s, run s, final q)."""
     ts = jnp.array([0.0, DT * STEPS])
     one = lambda a, b: ukjax.simulate(
-        system, a, b, ts, solver=ukjax.RK4(), stepsize_controller=diffrax.ConstantStepSize(),
-        dt0=DT, max_steps=STEPS + 10, throw=False).q[-1]
+        system,
+        a,
+        b,
+        ts,
+        solver=ukjax.RK4(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        dt0=DT,
+        max_steps=STEPS + 10,
+        throw=False,
+    ).q[-1]
     fn = jax.jit(lambda A, B: jax.lax.map(lambda ab: one(*ab), (A, B), batch_size=width))
     t0 = time.perf_counter()
     compiled = fn.lower(q0, qd0).compile()
@@ -176,28 +195,42 @@ def main():
     ap.add_argument("--links", default="2,4,8,16,32")
     ap.add_argument("--refs", type=int, default=8, help="reference trajectories per system")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", default="benchmarks/out/mujoco.json")
+    ap.add_argument("--json", default=out_path("mujoco.json"))
     args = ap.parse_args()
     if args.quick:
         args.batch, args.links, args.refs = 64, "2,4", 2
     B_max = args.batch
     info = machine_info()
-    print(f"JAX {info['jax']} ({info['cpu_count']} CPUs), MuJoCo {mujoco.__version__}; dt = {DT}, "
-          f"{STEPS} steps, batch up to {B_max}; throughput in system-steps/s (compile excluded)")
-    hdr = (f"{'system':<22} {'engine':<28} {'steps/s':>12} {'compile s':>9} "
-           f"{'max pos err':>11} {'max constr':>10}")
+    print(
+        f"JAX {info['jax']} ({info['cpu_count']} CPUs), MuJoCo {mujoco.__version__}; dt = {DT}, "
+        f"{STEPS} steps, batch up to {B_max}; throughput in system-steps/s (compile excluded)"
+    )
+    hdr = (
+        f"{'system':<22} {'engine':<28} {'steps/s':>12} {'compile s':>9} "
+        f"{'max pos err':>11} {'max constr':>10}"
+    )
     print(hdr)
     rows = []
     rng = np.random.default_rng(0)
 
     def report(system, engine, seconds, compile_s, pos_err, constr):
-        row = {"system": system, "engine": engine, "batch": B, "steps_per_s": B * STEPS / seconds,
-               "seconds": seconds, "compile_s": compile_s, "max_position_error": pos_err,
-               "max_constraint_violation": constr}
+        row = {
+            "system": system,
+            "engine": engine,
+            "batch": B,
+            "steps_per_s": B * STEPS / seconds,
+            "seconds": seconds,
+            "compile_s": compile_s,
+            "max_position_error": pos_err,
+            "max_constraint_violation": constr,
+        }
         rows.append(row)
         cs = "" if compile_s is None else f"{compile_s:.2f}"
-        print(f"{system:<22} {engine:<28} {row['steps_per_s']:12,.0f} {cs:>9} {pos_err:11.1e} "
-              f"{constr:10.1e}", flush=True)
+        print(
+            f"{system:<22} {engine:<28} {row['steps_per_s']:12,.0f} {cs:>9} {pos_err:11.1e} "
+            f"{constr:10.1e}",
+            flush=True,
+        )
         return row
 
     for N in (int(x) for x in args.links.split(",")):
@@ -205,16 +238,28 @@ def main():
         B = min(B_max, max(8192 // N, 2))
         ref_idx = np.linspace(0, B - 1, args.refs).astype(int)
         theta0 = 0.3 + 0.4 * rng.random((B, N))  # released from rest
-        refs = np.array([reference(chain_minimal_rhs(N), np.concatenate([theta0[i], np.zeros(N)]))
-                         for i in ref_idx])
+        refs = np.array(
+            [
+                reference(chain_minimal_rhs(N), np.concatenate([theta0[i], np.zeros(N)]))
+                for i in ref_idx
+            ]
+        )
         ref_pts = chain_points(refs[:, :N])
         chain = PlanarChain.uniform(N, g=G)
         q0 = jnp.asarray(chain_points(theta0).reshape(B, 2 * N))
         tc, tr, q1 = ukjax_run(chain, q0, jnp.zeros_like(q0))
         pts = q1.reshape(B, N, 2)
-        link = np.linalg.norm(np.diff(np.concatenate([np.zeros((B, 1, 2)), pts], 1), axis=1), axis=2)
-        uk = report(name, "ukjax RK4", tr, tc,
-                    float(np.abs(pts[ref_idx] - ref_pts).max()), float(np.abs(link - 1).max()))
+        link = np.linalg.norm(
+            np.diff(np.concatenate([np.zeros((B, 1, 2)), pts], 1), axis=1), axis=2
+        )
+        uk = report(
+            name,
+            "ukjax RK4",
+            tr,
+            tc,
+            float(np.abs(pts[ref_idx] - ref_pts).max()),
+            float(np.abs(link - 1).max()),
+        )
         for integ, label in (("RK4", "MuJoCo RK4"), ("Euler", "MuJoCo Euler")):
             rel0 = np.diff(np.concatenate([np.zeros((B, 1)), theta0], 1), axis=1)  # relative angles
             sec, qpos = mujoco_run(chain_xml(N, integ), rel0)
@@ -231,28 +276,50 @@ def main():
     states = [fb.initial_state(float(c), 0.0) for c in crank]
     q0 = jnp.stack([s[0] for s in states])
     qd0 = jnp.stack([s[1] for s in states])
-    refs = np.array([reference(fourbar_kkt_rhs(fb), np.concatenate([q0[i], qd0[i]])) for i in ref_idx])
+    refs = np.array(
+        [reference(fourbar_kkt_rhs(fb), np.concatenate([q0[i], qd0[i]])) for i in ref_idx]
+    )
     tc, tr, q1 = ukjax_run(fb, q0, qd0)
-    joints = lambda th: np.stack([np.cumsum(np.array([fb.l1, fb.l2, fb.l3]) * np.cos(th), -1),
-                                  np.cumsum(np.array([fb.l1, fb.l2, fb.l3]) * np.sin(th), -1)], -1)
+    joints = lambda th: np.stack(
+        [
+            np.cumsum(np.array([fb.l1, fb.l2, fb.l3]) * np.cos(th), -1),
+            np.cumsum(np.array([fb.l1, fb.l2, fb.l3]) * np.sin(th), -1),
+        ],
+        -1,
+    )
     ref_j = joints(refs[:, :3])
     close = lambda j: float(np.abs(j[:, -1] - np.array([fb.d, 0.0])).max())
-    uk = report(name, "ukjax RK4", tr, tc,
-                float(np.abs(joints(q1)[ref_idx] - ref_j).max()), close(joints(q1)))
+    uk = report(
+        name,
+        "ukjax RK4",
+        tr,
+        tc,
+        float(np.abs(joints(q1)[ref_idx] - ref_j).max()),
+        close(joints(q1)),
+    )
     rel0 = np.stack([q0[:, 0], q0[:, 1] - q0[:, 0], q0[:, 2] - q0[:, 1]], axis=1)
-    for integ, solref, label in (("RK4", "0.02 1", "MuJoCo RK4, solref 0.02"),
-                                 ("RK4", "0.002 1", "MuJoCo RK4, solref 0.002"),
-                                 ("Euler", "0.02 1", "MuJoCo Euler, solref 0.02")):
+    for integ, solref, label in (
+        ("RK4", "0.02 1", "MuJoCo RK4, solref 0.02"),
+        ("RK4", "0.002 1", "MuJoCo RK4, solref 0.002"),
+        ("Euler", "0.02 1", "MuJoCo Euler, solref 0.02"),
+    ):
         sec, qpos = mujoco_run(fourbar_xml(fb, integ, solref), np.asarray(rel0))
         j = joints(np.cumsum(qpos, axis=1))
         r = report(name, label, sec, None, float(np.abs(j[ref_idx] - ref_j).max()), close(j))
         if label == "MuJoCo RK4, solref 0.02":
             uk["throughput_ratio_vs_mujoco_rk4"] = uk["steps_per_s"] / r["steps_per_s"]
-    print("\nukjax / MuJoCo RK4 throughput:",
-          ", ".join(f"{r['system']}: {r['throughput_ratio_vs_mujoco_rk4']:.2f}x"
-                    for r in rows if "throughput_ratio_vs_mujoco_rk4" in r))
-    write_json(args.json, {"machine": info, "mujoco": mujoco.__version__, "dt": DT, "steps": STEPS,
-                           "rows": rows})
+    print(
+        "\nukjax / MuJoCo RK4 throughput:",
+        ", ".join(
+            f"{r['system']}: {r['throughput_ratio_vs_mujoco_rk4']:.2f}x"
+            for r in rows
+            if "throughput_ratio_vs_mujoco_rk4" in r
+        ),
+    )
+    write_json(
+        args.json,
+        {"machine": info, "mujoco": mujoco.__version__, "dt": DT, "steps": STEPS, "rows": rows},
+    )
 
 
 if __name__ == "__main__":

@@ -8,56 +8,89 @@ formulations drift differently.
 """
 
 import diffrax
-import jax
 import jax.numpy as jnp
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 from scipy.integrate import solve_ivp
 
 import ukjax
 from _common import example_args, save_figure
-from ukjax.systems import AppellHamelWheel
+from references import appell_hamel_reduced_rhs
+from ukjax.systems import AppellHamelWheel, AppellHamelWheelNonlinear
+
+
+FORMS = {"linear": AppellHamelWheel, "nonlinear": AppellHamelWheelNonlinear}
 
 
 def main():
     args = example_args(__doc__)
     T = 10.0  # the weight reaches the floor (z = 0) near t = 11.6 s
     ts = np.linspace(0.0, T, 201 if args.quick else 1001)
-    lin = AppellHamelWheel(formulation="linear")
+    lin = AppellHamelWheel()
     q0, qd0 = lin.initial_state()
-    ref = solve_ivp(lambda t, y: np.asarray(lin.reduced_rhs(t, jnp.asarray(y))), (0, T),
-                    np.r_[q0, qd0[:2]], method="DOP853", rtol=1e-12, atol=1e-12, t_eval=ts).y.T
+    ref = solve_ivp(
+        lambda t, y: np.asarray(appell_hamel_reduced_rhs(lin, t, jnp.asarray(y))),
+        (0, T),
+        np.r_[q0, qd0[:2]],
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-12,
+        t_eval=ts,
+    ).y.T
     sols, energies = {}, {}
     for form in ("linear", "nonlinear"):
-        s = AppellHamelWheel(formulation=form)
+        s = FORMS[form]()
         sol = ukjax.simulate(s, q0, qd0, jnp.asarray(ts))
         d = ukjax.diagnostics(s, sol)
         sols[form], energies[form] = sol, d.energy
-        dev = max(np.abs(np.asarray(sol.q) - ref[:, :5]).max(), np.abs(np.asarray(sol.qd[:, :2]) - ref[:, 5:]).max())
-        print(f"{form:<9} (Dopri8, rtol 1e-12): max deviation from Kane reference {dev:.1e}, "
-              f"max |E - E0| = {float(jnp.abs(d.energy - d.energy[0]).max()):.1e} J, "
-              f"max |psi| = {float(jnp.abs(d.nonholonomic).max()):.1e}, max |phi| = {float(jnp.abs(d.position).max()):.1e}")
-    print(f"LC vs NC: max |q_LC - q_NC| = {float(jnp.abs(sols['linear'].q - sols['nonlinear'].q).max()):.1e}; "
-          f"theta(T) = {float(sols['linear'].q[-1, 0]):.4f} rad, theta'(T) = {float(sols['linear'].qd[-1, 0]):.1e} rad/s "
-          f"(settles), phi'(T) = {float(sols['linear'].qd[-1, 1]):.2f} rad/s")
+        dev = max(
+            np.abs(np.asarray(sol.q) - ref[:, :5]).max(),
+            np.abs(np.asarray(sol.qd[:, :2]) - ref[:, 5:]).max(),
+        )
+        print(
+            f"{form:<9} (Dopri8, rtol 1e-12): max deviation from Kane reference {dev:.1e}, "
+            f"max |E - E0| = {float(jnp.abs(d.energy - d.energy[0]).max()):.1e} J, "
+            f"max |psi| = {float(jnp.abs(d.nonholonomic).max()):.1e}, max |phi| = "
+            f"{float(jnp.abs(d.position).max()):.1e}"
+        )
+    print(
+        "LC vs NC: max |q_LC - q_NC| = "
+        f"{float(jnp.abs(sols['linear'].q - sols['nonlinear'].q).max()):.1e}; "
+        f"theta(T) = {float(sols['linear'].q[-1, 0]):.4f} rad, theta'(T) = "
+        f"{float(sols['linear'].qd[-1, 0]):.1e} rad/s "
+        f"(settles), phi'(T) = {float(sols['linear'].qd[-1, 1]):.2f} rad/s"
+    )
     dt = 0.05
     fixed = {}
     for form in ("linear", "nonlinear"):
-        s = AppellHamelWheel(formulation=form)
-        sol = ukjax.simulate(s, q0, qd0, jnp.asarray(ts), solver=ukjax.KuttaMerson(), dt0=dt,
-                             stepsize_controller=diffrax.ConstantStepSize())
+        s = FORMS[form]()
+        sol = ukjax.simulate(
+            s,
+            q0,
+            qd0,
+            jnp.asarray(ts),
+            solver=ukjax.KuttaMerson(),
+            dt0=dt,
+            stepsize_controller=diffrax.ConstantStepSize(),
+        )
         fixed[form] = ukjax.diagnostics(s, sol)
-        print(f"{form:<9} (Kutta-Merson, dt = {dt}): max |E - E0| = "
-              f"{float(jnp.abs(fixed[form].energy - fixed[form].energy[0]).max()):.1e} J, "
-              f"max |psi| = {float(jnp.abs(fixed[form].nonholonomic).max()):.1e}")
+        print(
+            f"{form:<9} (Kutta-Merson, dt = {dt}): max |E - E0| = "
+            f"{float(jnp.abs(fixed[form].energy - fixed[form].energy[0]).max()):.1e} J, "
+            f"max |psi| = {float(jnp.abs(fixed[form].nonholonomic).max()):.1e}"
+        )
     sol = sols["linear"]
     q, qd = np.asarray(sol.q), np.asarray(sol.qd)
     fig, ax = plt.subplots(2, 4, figsize=(20, 8.5))
-    panels = [(ts, q[:, 0], "Fig 3: theta(t)", "t (s)", "rad"), (ts, q[:, 1], "Fig 4: phi(t)", "t (s)", "rad"),
-              (ts, qd[:, 0], "Fig 5: theta'(t)", "t (s)", "rad/s"), (ts, qd[:, 1], "Fig 6: phi'(t)", "t (s)", "rad/s"),
-              (q[:, 1], qd[:, 0], "Fig 7: theta' vs phi", "phi (rad)", "rad/s"),
-              (q[:, 2], q[:, 3], "Fig 8: y vs x (the weight P)", "x (m)", "y (m)"),
-              (ts, q[:, 4], "Fig 9: z(t)", "t (s)", "m")]
+    panels = [
+        (ts, q[:, 0], "Fig 3: theta(t)", "t (s)", "rad"),
+        (ts, q[:, 1], "Fig 4: phi(t)", "t (s)", "rad"),
+        (ts, qd[:, 0], "Fig 5: theta'(t)", "t (s)", "rad/s"),
+        (ts, qd[:, 1], "Fig 6: phi'(t)", "t (s)", "rad/s"),
+        (q[:, 1], qd[:, 0], "Fig 7: theta' vs phi", "phi (rad)", "rad/s"),
+        (q[:, 2], q[:, 3], "Fig 8: y vs x (the weight P)", "x (m)", "y (m)"),
+        (ts, q[:, 4], "Fig 9: z(t)", "t (s)", "m"),
+    ]
     for a, (x, y, title, xl, yl) in zip(ax.flat, panels):
         a.plot(x, y, label="UK, LC")
         a.set(title=title, xlabel=xl, ylabel=yl)
@@ -68,8 +101,15 @@ def main():
     ax[0, 1].legend(fontsize=7)
     a = ax[1, 3]
     for form, style in (("linear", "-"), ("nonlinear", "--")):
-        a.semilogy(ts, jnp.abs(energies[form] - energies[form][0]) + 1e-18, style, label=f"{form}, Dopri8")
-        a.semilogy(ts, jnp.abs(fixed[form].energy - fixed[form].energy[0]) + 1e-18, style, label=f"{form}, Kutta-Merson dt={dt}")
+        a.semilogy(
+            ts, jnp.abs(energies[form] - energies[form][0]) + 1e-18, style, label=f"{form}, Dopri8"
+        )
+        a.semilogy(
+            ts,
+            jnp.abs(fixed[form].energy - fixed[form].energy[0]) + 1e-18,
+            style,
+            label=f"{form}, Kutta-Merson dt={dt}",
+        )
     a.set(title="Fig 10: energy deviation, LC vs NC", xlabel="t (s)", ylabel="|E - E0| (J)")
     a.legend(fontsize=7)
     save_figure(fig, args, "appell_hamel.png")

@@ -8,8 +8,8 @@ constraint force against eqs 281-283.
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 from scipy.integrate import solve_ivp
 
 import ukjax
@@ -46,26 +46,47 @@ def main():
     ts = np.linspace(0.0, T, 201 if args.quick else 801)
     sol = ukjax.simulate(s, q0, qd0, jnp.asarray(ts))
     u0 = np.asarray(s.generalized_speeds(q0, qd0))
-    ref = solve_ivp(kane_rhs(s), (0, T), np.r_[np.asarray(q0), u0], method="DOP853",
-                    rtol=1e-12, atol=1e-12, t_eval=ts).y.T
+    ref = solve_ivp(
+        kane_rhs(s),
+        (0, T),
+        np.r_[np.asarray(q0), u0],
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-12,
+        t_eval=ts,
+    ).y.T
     dev = np.abs(np.asarray(sol.q) - ref[:, :3]).max()
     d = ukjax.diagnostics(s, sol)
-    q, qd = np.asarray(sol.q), np.asarray(sol.qd)
+    q = np.asarray(sol.q)
     r, ph = q[:, 0], q[:, 2]
     Qc = np.asarray(d.Qc_ideal)
-    Fc = np.stack([Qc[:, 0], Qc[:, 1] / (r * np.sin(ph)), -Qc[:, 2] / r], axis=1)  # seed frame i, j, k
+    Fc = np.stack(
+        [Qc[:, 0], Qc[:, 1] / (r * np.sin(ph)), -Qc[:, 2] / r], axis=1
+    )  # seed frame i, j, k
     u = np.asarray(jax.vmap(s.generalized_speeds)(sol.q, sol.qd))
     u2, u3 = u[:, 1], u[:, 2]
     m, a = s.mass, s.mass**2 * (1 + ph**2)
     V2 = u2**2 + u3**2
     tan = np.tan(ph)
-    Fc1 = ((m**2 - a) / a * s.F_r + m**2 * ph / a * s.F_phi - m**3 * ph / (a * r) * u2**2 / tan
-           + (m**3 - a * m) * V2 / (a * r))
-    Fc3 = (m**2 * ph / a * s.F_r + (m**2 * ph**2 - a) / a * s.F_phi
-           + m**3 * ph / (a * r) * (V2 - ph * u2**2 / tan) + m * u2**2 / (r * tan))
+    Fc1 = (
+        (m**2 - a) / a * s.F_r
+        + m**2 * ph / a * s.F_phi
+        - m**3 * ph / (a * r) * u2**2 / tan
+        + (m**3 - a * m) * V2 / (a * r)
+    )
+    Fc3 = (
+        m**2 * ph / a * s.F_r
+        + (m**2 * ph**2 - a) / a * s.F_phi
+        + m**3 * ph / (a * r) * (V2 - ph * u2**2 / tan)
+        + m * u2**2 / (r * tan)
+    )
     fdev = np.abs(Fc - np.stack([Fc1, 0 * Fc1, Fc3], 1)).max()
-    print(f"{T:g} s: max |q_UK - q_Kane(eqs 73-75, scipy)| = {dev:.1e}, max |F^c_UK - eqs 281-283| = {fdev:.1e} N, "
-          f"max |r phi - c| = {float(jnp.abs(d.position).max()):.1e}, F^c_2 = 0 to {np.abs(Fc[:, 1]).max():.1e}")
+    print(
+        f"{T:g} s: max |q_UK - q_Kane(eqs 73-75, scipy)| = {dev:.1e}, max |F^c_UK - eqs 281-283| = "
+        f"{fdev:.1e} N, "
+        f"max |r phi - c| = {float(jnp.abs(d.position).max()):.1e}, F^c_2 = 0 to "
+        f"{np.abs(Fc[:, 1]).max():.1e}"
+    )
     fig = plt.figure(figsize=(16, 4.5))
     ax3 = fig.add_subplot(1, 3, 1, projection="3d")
     X = r * np.sin(ph) * np.cos(q[:, 1])

@@ -7,18 +7,39 @@ entries; the holonomicity test of seed 002 eq 11; and the motion of a particle u
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 
 import ukjax
 from _common import example_args, save_figure
-from ukjax.systems import PointParticle, holonomicity
+from ukjax.systems import (
+    ParticleOnLine,
+    ParticleOnSphere,
+    ParticlePfaffY,
+    ParticlePfaffZ,
+    ParticleXZ2Y,
+    holonomicity,
+)
+
+
+def particle(kind):
+    """The particle of one row of the table."""
+    if kind == "pfaff_2y_rheonomic":
+        return ParticlePfaffY(rhs=1.0)
+    return {
+        "line": ParticleOnLine,
+        "sphere": ParticleOnSphere,
+        "xz2y": ParticleXZ2Y,
+        "pfaff_2y": ParticlePfaffY,
+        "pfaff_2z": ParticlePfaffZ,
+    }[kind]()
 
 
 def hand_table(t, q, qd):
     x, y, z = q
     xd, yd, zd = qd
-    return {  # the seeds' table (sphere written for phi = x^2 + y^2 + z^2 - L^2: twice the seed's row)
+    # The published table (the sphere written for phi = x^2 + y^2 + z^2 - L^2: twice its row).
+    return {
         "line": ([[0, 1, 0], [0, 0, 1]], [0, 0]),
         "sphere": ([[2 * x, 2 * y, 2 * z]], [-2 * (qd @ qd)]),
         "xz2y": ([[1, -(z**2), 0]], [2 * z * zd * yd]),
@@ -35,7 +56,7 @@ def main():
     for _ in range(3 if args.quick else 50):
         t, q, qd = rng.uniform(0, 3), rng.standard_normal(3), rng.standard_normal(3)
         for kind, (A_h, b_h) in hand_table(t, q, qd).items():
-            A, b = ukjax.constraint_matrices(PointParticle(constraint=kind), t, q, qd)
+            A, b = ukjax.constraint_matrices(particle(kind), t, q, qd)
             dev = max(np.abs(np.asarray(A) - A_h).max(), np.abs(np.asarray(b) - b_h).max())
             worst[kind] = max(worst.get(kind, 0.0), dev)
     print("autodiff (A, b) vs the seeds' table, largest deviation over random states:")
@@ -44,7 +65,10 @@ def main():
     q = jnp.array([0.3, -0.4, 0.9])
     h1 = float(holonomicity(lambda q: jnp.stack([1.0, 2 * q[2], 1.0]), q))
     h2 = float(holonomicity(lambda q: jnp.stack([1.0, 2 * q[1], 1.0]), q))
-    print(f"seed 002 eq 11: (1, 2z, 1) -> {h1:g} (nonholonomic; the seed prints 1), (1, 2y, 1) -> {h2:g} (holonomic)")
+    print(
+        f"seed 002 eq 11: (1, 2z, 1) -> {h1:g} (nonholonomic; the seed prints 1), (1, 2y, 1) -> "
+        f"{h2:g} (holonomic)"
+    )
 
     ts = jnp.linspace(0.0, 3.0, 61 if args.quick else 301)
     runs = {
@@ -58,16 +82,28 @@ def main():
     ax3 = fig.add_subplot(1, 3, 1, projection="3d")
     ax_inv, ax_res = fig.add_subplot(1, 3, 2), fig.add_subplot(1, 3, 3)
     for kind, (q0, qd0) in runs.items():
-        p = PointParticle(constraint=kind)
+        p = particle(kind)
         sol = ukjax.simulate(p, q0, qd0, ts)
         ax3.plot(*np.asarray(sol.q).T, label=kind)
         r = jax.vmap(lambda t, q, qd: ukjax.constraint_residuals(p, t, q, qd))(ts, sol.q, sol.qd)
-        res = jnp.concatenate([jnp.abs(r.position), jnp.abs(r.velocity), jnp.abs(r.nonholonomic)], axis=1).max(axis=1)
+        res = jnp.concatenate(
+            [jnp.abs(r.position), jnp.abs(r.velocity), jnp.abs(r.nonholonomic)], axis=1
+        ).max(axis=1)
         ax_res.semilogy(ts, res + 1e-18, label=kind)
         print(f"  {kind:<9} 3 s under gravity: max constraint residual {float(res.max()):.1e}")
         if kind in ("pfaff_2y", "pfaff_2z"):
-            surf = sol.q[:, 0] + (sol.q[:, 1] ** 2 if kind == "pfaff_2y" else 2 * sol.q[:, 1] * sol.q[:, 2]) + sol.q[:, 2]
-            ax_inv.plot(ts, surf - surf[0], label={"pfaff_2y": "x + y^2 + z (integrable)", "pfaff_2z": "x + 2yz + z (not)"}[kind])
+            surf = (
+                sol.q[:, 0]
+                + (sol.q[:, 1] ** 2 if kind == "pfaff_2y" else 2 * sol.q[:, 1] * sol.q[:, 2])
+                + sol.q[:, 2]
+            )
+            ax_inv.plot(
+                ts,
+                surf - surf[0],
+                label={"pfaff_2y": "x + y^2 + z (integrable)", "pfaff_2z": "x + 2yz + z (not)"}[
+                    kind
+                ],
+            )
     ax3.set(title="paths under gravity (-z)", xlabel="x", ylabel="y", zlabel="z")
     ax3.legend(fontsize=7)
     ax_inv.set(title="change of the candidate integral", xlabel="t (s)")

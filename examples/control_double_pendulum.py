@@ -12,11 +12,10 @@ parameters optimises the controls: gradients flow through diffrax and the UK sol
 """
 
 import diffrax
-import jax
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
-import numpy as np
 import optax
 
 import ukjax
@@ -63,8 +62,12 @@ def main():
     qd0 = jnp.zeros(4)
     q_up = jnp.array([0.0, 1.0, 0.0, 2.0])
     ts = jnp.linspace(0.0, T, 151)
-    sim = dict(solver=diffrax.Tsit5(), stepsize_controller=diffrax.ConstantStepSize(), dt0=0.01,
-               initial_conditions="ignore")
+    sim = dict(
+        solver=diffrax.Tsit5(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        dt0=0.01,
+        initial_conditions=ukjax.IgnoreInitial(),
+    )
     w_T, w_u = 10.0, 1e-3
 
     def loss(system):
@@ -75,17 +78,28 @@ def main():
 
     key = jax.random.PRNGKey(0)
     start = ActuatedDoublePendulum(knots=0.5 * jax.random.normal(key, (K, 2)), T=T)
-    res = ukjax.fit(start, loss, params=["knots"], positive=False,
-                    optimiser=optax.lbfgs(), max_steps=30 if args.quick else 150, progress=25)
+    res = ukjax.fit(
+        start,
+        loss,
+        params=["knots"],
+        positive=False,
+        optimiser=optax.lbfgs(),
+        max_steps=30 if args.quick else 150,
+        progress=25,
+    )
     sys_opt = res.system
     sol = ukjax.simulate(sys_opt, q0, qd0, ts, **sim)
     tau = jax.vmap(sys_opt.torque)(ts)
     err = float(jnp.linalg.norm(sol.q[-1] - q_up))
-    print(f"L-BFGS: {res.steps} steps, objective {res.losses[0]:.3g} -> {res.loss:.3g} "
-          f"(converged: {res.converged}, {res.message})")
-    print(f"final position error |q(T) - q_up| = {err:.2e} m, |qd(T)| = "
-          f"{float(jnp.linalg.norm(sol.qd[-1])):.2e} m/s, effort mean(tau^2) = "
-          f"{float(jnp.mean(jnp.sum(tau**2, axis=1))):.2f} N^2 m^2")
+    print(
+        f"L-BFGS: {res.steps} steps, objective {res.losses[0]:.3g} -> {res.loss:.3g} "
+        f"(converged: {res.converged}, {res.message})"
+    )
+    print(
+        f"final position error |q(T) - q_up| = {err:.2e} m, |qd(T)| = "
+        f"{float(jnp.linalg.norm(sol.qd[-1])):.2e} m/s, effort mean(tau^2) = "
+        f"{float(jnp.mean(jnp.sum(tau**2, axis=1))):.2f} N^2 m^2"
+    )
     d = ukjax.diagnostics(sys_opt, sol)
     print(f"max constraint residual along the optimised motion: {float(d.max_residual()):.1e}")
 

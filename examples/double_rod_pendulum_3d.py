@@ -4,7 +4,6 @@ along +x, seed initial state; Figs 8-10, and the invariants (constraints, energy
     python examples/double_rod_pendulum_3d.py [--quick] [--out DIR]
 """
 
-import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 
@@ -23,10 +22,14 @@ def main():
     x, y, z = sol.q.T
     print("Doubly constrained pendulum, seed 000 §3.4 (Dopri8, rtol = atol = 1e-12)")
     print(f"  max constraint residual |phi|, |phi_dot| : {float(d.max_residual()):.1e}")
-    print(f"  max |E - E0|                            : {float(jnp.abs(d.energy_drift()).max()):.1e}")
+    print(
+        f"  max |E - E0|                            : {float(jnp.abs(d.energy_drift()).max()):.1e}"
+    )
     print(f"  max |x + z - 1|                          : {float(jnp.abs(x + z - 1).max()):.1e}")
-    print(f"  y range [{float(y.min()):.4f}, {float(y.max()):.4f}], z range "
-          f"[{float(z.min()):.4f}, {float(z.max()):.4f}]")
+    print(
+        f"  y range [{float(y.min()):.4f}, {float(y.max()):.4f}], z range "
+        f"[{float(z.min()):.4f}, {float(z.max()):.4f}]"
+    )
     fig = plt.figure(figsize=(16, 4.5))
     ax1 = fig.add_subplot(1, 3, 1)
     ax1.plot(ts, y, label="y(t)")

@@ -4,7 +4,6 @@ x1 - x2 = A0 e^{-alpha t} sin(omega t) (seed values; Figs 2-6).
     python examples/duffing_rheonomic.py [--quick] [--out DIR]
 """
 
-import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
@@ -27,11 +26,21 @@ def main():
     error = sol.q[:, 0] - sol.q[:, 1] - target
     F = d.Qc_ideal
     print("Duffing oscillator, seed 000 §3.3 (Dopri8, rtol = atol = 1e-12)")
-    print(f"  max |error(t)| = max |x1 - x2 - A0 e^(-at) sin(wt)| : {float(jnp.abs(error).max()):.2e}")
-    print(f"  max |F1 + F2| (constraint forces cancel, eq 68)     : {float(jnp.abs(F.sum(1)).max()):.2e}")
-    print(f"  max |A qdd - b|                                      : {float(jnp.abs(d.acceleration).max()):.2e}")
-    print(f"  x(5) constrained = {np.round(np.asarray(sol.q[-1]), 6)}, free = "
-          f"{np.round(np.asarray(sol_free.q[-1]), 6)}")
+    print(
+        f"  max |error(t)| = max |x1 - x2 - A0 e^(-at) sin(wt)| : {float(jnp.abs(error).max()):.2e}"
+    )
+    print(
+        "  max |F1 + F2| (constraint forces cancel, eq 68)     : "
+        f"{float(jnp.abs(F.sum(1)).max()):.2e}"
+    )
+    print(
+        "  max |A qdd - b|                                      : "
+        f"{float(jnp.abs(d.acceleration).max()):.2e}"
+    )
+    print(
+        f"  x(5) constrained = {np.round(np.asarray(sol.q[-1]), 6)}, free = "
+        f"{np.round(np.asarray(sol_free.q[-1]), 6)}"
+    )
 
     fig, ax = plt.subplots(2, 3, figsize=(16, 8))
     ax[0, 0].plot(ts, sol_free.q[:, 0], label="x1")

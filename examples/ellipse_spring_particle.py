@@ -10,12 +10,13 @@ energy; and constraint drift without stabilisation (fixed-step Kutta-Merson) vs 
 import diffrax
 import jax
 import jax.numpy as jnp
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 from scipy.integrate import solve_ivp
 
 import ukjax
 from _common import example_args, save_figure
+from references import ellipse_kane_constraint_force, ellipse_normal_constraint_force
 from ukjax.systems import EllipseSpringParticle
 
 
@@ -35,28 +36,57 @@ def main():
         dV = s.K * (-(s.x0 + al * np.cos(u)) * al * np.sin(u) + be**2 * np.sin(u) * np.cos(u))
         return [w, (-dV / s.mass - 0.5 * dg * w**2) / g]
 
-    ref = solve_ivp(minimal, (0, T), [0.0, speed / be], method="DOP853", rtol=1e-12, atol=1e-12, t_eval=ts).y.T
+    ref = solve_ivp(
+        minimal, (0, T), [0.0, speed / be], method="DOP853", rtol=1e-12, atol=1e-12, t_eval=ts
+    ).y.T
     xy_ref = np.stack([s.x0 + al * np.cos(ref[:, 0]), be * np.sin(ref[:, 0])], 1)
     sol = ukjax.simulate(s, q0, qd0, jnp.asarray(ts))
     d = ukjax.diagnostics(s, sol)
     dev = np.abs(np.asarray(sol.q) - xy_ref).max()
     Fc = np.asarray(d.Qc_ideal)
     ok = np.abs(np.asarray(sol.q[:, 1])) > 1e-2  # the Kane forms are singular at y = 0
-    F251 = np.asarray(jax.vmap(s.kane_constraint_force)(sol.q, sol.qd))
-    F269 = np.asarray(jax.vmap(s.normal_constraint_force)(sol.q, sol.qd))
+    F251 = np.asarray(
+        jax.vmap(lambda q, qd: ellipse_kane_constraint_force(s, q, qd))(sol.q, sol.qd)
+    )
+    F269 = np.asarray(
+        jax.vmap(lambda q, qd: ellipse_normal_constraint_force(s, q, qd))(sol.q, sol.qd)
+    )
     rel = lambda F: np.abs(F[ok] - Fc[ok]).max() / np.abs(Fc).max()
-    print(f"{T:g} s, Dopri8: max |q - q_minimal| = {dev:.1e} m, max |E - E0| = "
-          f"{float(jnp.abs(d.energy - d.energy[0]).max()):.1e} J, max |phi| = {float(jnp.abs(d.position).max()):.1e}")
-    print(f"  F^c (UK) vs eqs 251-253: {rel(F251):.1e}, vs eq 269: {rel(F269):.1e} (relative, at |y| > 0.01; "
-          f"{int((~ok).sum())} of {len(ts)} samples near y = 0 skipped: the Kane form divides by y)")
+    print(
+        f"{T:g} s, Dopri8: max |q - q_minimal| = {dev:.1e} m, max |E - E0| = "
+        f"{float(jnp.abs(d.energy - d.energy[0]).max()):.1e} J, max |phi| = "
+        f"{float(jnp.abs(d.position).max()):.1e}"
+    )
+    print(
+        f"  F^c (UK) vs eqs 251-253: {rel(F251):.1e}, vs eq 269: {rel(F269):.1e} (relative, at |y| "
+        "> 0.01; "
+        f"{int((~ok).sum())} of {len(ts)} samples near y = 0 skipped: the Kane form divides by y)"
+    )
     t_long = np.linspace(0.0, 200.0 if args.quick else 1000.0, 2001)
     drift = {}
-    for name, kw in (("Kutta-Merson dt = 0.02", dict(solver=ukjax.KuttaMerson(), dt0=0.02, stepsize_controller=diffrax.ConstantStepSize())),
-                     ("+ Baumgarte (critically damped, w = 10)", dict(solver=ukjax.KuttaMerson(), dt0=0.02, stepsize_controller=diffrax.ConstantStepSize(),
-                                                                   stabilization=ukjax.Baumgarte.critically_damped(10.0)))):
+    for name, kw in (
+        (
+            "Kutta-Merson dt = 0.02",
+            dict(
+                solver=ukjax.KuttaMerson(), dt0=0.02, stepsize_controller=diffrax.ConstantStepSize()
+            ),
+        ),
+        (
+            "+ Baumgarte (critically damped, w = 10)",
+            dict(
+                solver=ukjax.KuttaMerson(),
+                dt0=0.02,
+                stepsize_controller=diffrax.ConstantStepSize(),
+                stabilization=ukjax.Baumgarte.critically_damped(10.0),
+            ),
+        ),
+    ):
         sl = ukjax.simulate(s, q0, qd0, jnp.asarray(t_long), max_steps=200000, **kw)
         drift[name] = np.abs(np.asarray(ukjax.diagnostics(s, sl).position[:, 0]))
-        print(f"  {name:<42} {t_long[-1]:g} s: max |phi| = {drift[name].max():.1e}, final {drift[name][-1]:.1e}")
+        print(
+            f"  {name:<42} {t_long[-1]:g} s: max |phi| = {drift[name].max():.1e}, final "
+            f"{drift[name][-1]:.1e}"
+        )
     fig, ax = plt.subplots(1, 4, figsize=(21, 4.4))
     ax[0].plot(sol.q[:, 0], sol.q[:, 1])
     ax[0].plot([0], [0], "ro", label="spring anchor O")

@@ -16,7 +16,6 @@ absolute scale. Several release configurations excite every damper.
 """
 
 import diffrax
-import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
@@ -29,26 +28,40 @@ from ukjax.systems import PlanarChain
 def main():
     args = example_args(__doc__)
     lengths = jnp.array([1.0, 0.8, 0.6])
-    true = PlanarChain(masses=jnp.array([1.0, 0.7, 0.5]), lengths=lengths,
-                       damping=jnp.array([0.3, 0.2, 0.1]))
+    true = PlanarChain(
+        masses=jnp.array([1.0, 0.7, 0.5]), lengths=lengths, damping=jnp.array([0.3, 0.2, 0.1])
+    )
     angles = jnp.array([[0.6, 1.0, 1.4], [-0.8, 0.2, 1.2], [1.2, -0.4, 0.3]])
     states = [true.state_from_angles(a, jnp.zeros(3)) for a in angles]
     Q0 = jnp.stack([s[0] for s in states])
     QD0 = jnp.stack([s[1] for s in states])
     n = 31 if args.quick else 61
     ts = jnp.linspace(0.0, 3.0, n)
-    sim = dict(initial_conditions="ignore", solver=diffrax.Tsit5(), rtol=1e-8, atol=1e-8)
+    sim = dict(
+        initial_conditions=ukjax.IgnoreInitial(), solver=diffrax.Tsit5(), rtol=1e-8, atol=1e-8
+    )
     z = jnp.zeros((3, n, 6))
     clean = ukjax.predict(true, ukjax.TrajectoryData(ts, Q0, QD0, q=z, constraint_forces=z), **sim)
     rng = np.random.default_rng(1)
     F_rms = float(jnp.sqrt(jnp.mean(clean["constraint_forces"] ** 2)))
     data = ukjax.TrajectoryData(
-        ts, Q0, QD0, q=clean["q"] + 1e-3 * rng.standard_normal(z.shape),
-        constraint_forces=clean["constraint_forces"] + 0.01 * F_rms * rng.standard_normal(z.shape))
-    start = PlanarChain(masses=jnp.array([1.4, 0.5, 0.7]), lengths=lengths,
-                        damping=jnp.array([0.2, 0.3, 0.05]))
-    res = ukjax.fit(start, data, params=["masses", "damping"],
-                    max_steps=15 if args.quick else 200, progress=10, **sim)
+        ts,
+        Q0,
+        QD0,
+        q=clean["q"] + 1e-3 * rng.standard_normal(z.shape),
+        constraint_forces=clean["constraint_forces"] + 0.01 * F_rms * rng.standard_normal(z.shape),
+    )
+    start = PlanarChain(
+        masses=jnp.array([1.4, 0.5, 0.7]), lengths=lengths, damping=jnp.array([0.2, 0.3, 0.05])
+    )
+    res = ukjax.fit(
+        start,
+        data,
+        params=["masses", "damping"],
+        max_steps=15 if args.quick else 200,
+        progress=10,
+        **sim,
+    )
     print(res)
     worst = 0.0
     print(f"{'param':<12}{'true':>8}{'start':>8}{'fitted':>11}{'error %':>9}")
@@ -67,10 +80,15 @@ def main():
     axes[0].set(xlabel="L-BFGS step", ylabel="loss", title="loss")
     for b in range(3):
         axes[1].plot(data.q[0, :, 2 * b], data.q[0, :, 2 * b + 1], ".", ms=2)
-        axes[1].plot(pred["q"][0, :, 2 * b], pred["q"][0, :, 2 * b + 1], "-", lw=1,
-                     label=f"bob {b + 1}")
-    axes[1].set(title="run 1: measured (dots) vs fitted paths", xlabel="x (m)", ylabel="y (m)",
-                aspect="equal")
+        axes[1].plot(
+            pred["q"][0, :, 2 * b], pred["q"][0, :, 2 * b + 1], "-", lw=1, label=f"bob {b + 1}"
+        )
+    axes[1].set(
+        title="run 1: measured (dots) vs fitted paths",
+        xlabel="x (m)",
+        ylabel="y (m)",
+        aspect="equal",
+    )
     axes[1].legend(fontsize=7)
     tsn = np.asarray(ts)
     for k in (1, 3, 5):

@@ -17,7 +17,6 @@ better than the fit below.
     python examples/fit_duffing.py [--quick] [--out DIR]
 """
 
-import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
@@ -36,8 +35,11 @@ def make_data(true, n_samples, seed=0):
     QD0 = qd0 + jnp.array([[0.0, 0.0], [1.0, 1.0], [-1.0, -1.0], [0.0, 0.0]])
     ts = jnp.linspace(0.0, 5.0, n_samples)
     z = jnp.zeros((Q0.shape[0], n_samples, 2))
-    clean = ukjax.predict(true, ukjax.TrajectoryData(ts, Q0, QD0, q=z, constraint_forces=z),
-                          initial_conditions="ignore")
+    clean = ukjax.predict(
+        true,
+        ukjax.TrajectoryData(ts, Q0, QD0, q=z, constraint_forces=z),
+        initial_conditions=ukjax.IgnoreInitial(),
+    )
     rng = np.random.default_rng(seed)
     F_rms = float(jnp.sqrt(jnp.mean(clean["constraint_forces"] ** 2)))
     q = clean["q"] + 1e-3 * rng.standard_normal(z.shape)
@@ -50,8 +52,7 @@ def main():
     true = DuffingOscillator()
     data, clean = make_data(true, 51 if args.quick else 201)
     start = DuffingOscillator(k1=12.0, k2=10.0, k2_nl=1.6, c1=0.15, c2=0.10)  # 20-50 % off
-    res = ukjax.fit(start, data, params=PARAMS, max_steps=20 if args.quick else 200,
-                    progress=10)
+    res = ukjax.fit(start, data, params=PARAMS, max_steps=20 if args.quick else 200, progress=10)
     print(res)
     print(f"{'param':<8}{'true':>10}{'start':>10}{'fitted':>12}{'error %':>10}")
     worst = 0.0
@@ -61,7 +62,7 @@ def main():
         print(f"{n:<8}{t:>10.4f}{s:>10.4f}{f:>12.6f}{100 * (f / t - 1):>10.3f}")
     print(f"largest relative error: {100 * worst:.3f} % after {res.steps} L-BFGS steps")
 
-    pred = ukjax.predict(res.system, data, initial_conditions="ignore")
+    pred = ukjax.predict(res.system, data, initial_conditions=ukjax.IgnoreInitial())
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.3))
     axes[0].semilogy(res.losses)
     axes[0].set(xlabel="L-BFGS step", ylabel="loss", title="loss")

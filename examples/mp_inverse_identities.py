@@ -6,10 +6,8 @@ square-root definition and the eigen construction of seed 003.
     python examples/mp_inverse_identities.py [--quick] [--out DIR]
 """
 
-import jax
-
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 
 import ukjax
 from _common import example_args, save_figure
@@ -55,24 +53,37 @@ def residuals(A, M):
 def main():
     args = example_args(__doc__)
     rng = np.random.default_rng(0)
-    shapes = [(1, 4, 1, False), (3, 5, 3, False), (4, 6, 2, False), (5, 5, 3, True), (6, 3, 2, True), (8, 12, 5, True)]
+    shapes = [
+        (1, 4, 1, False),
+        (3, 5, 3, False),
+        (4, 6, 2, False),
+        (5, 5, 3, True),
+        (6, 3, 2, True),
+        (8, 12, 5, True),
+    ]
     repeats = 2 if args.quick else 20
     worst = {}
     for m, n, rank, zero in shapes:
         for _ in range(repeats):
             for k, v in residuals(*random_case(rng, m, n, rank, zero)).items():
                 worst[k] = max(worst.get(k, 0.0), v)
-    print(f"{len(shapes) * repeats} random matrices (ranks 1-5, with zero and dependent rows); "
-          "largest relative residual of each identity:")
+    print(
+        f"{len(shapes) * repeats} random matrices (ranks 1-5, with zero and dependent rows); "
+        "largest relative residual of each identity:"
+    )
     for k, v in worst.items():
         print(f"  {k:<34} {v:.1e}")
-    print("(the eigen construction works with A M^-1 A^T, which squares the condition number: its\n"
-          " larger figure is the reference's own rounding error, not ukjax's)")
+    print(
+        "(the eigen construction works with A M^-1 A^T, which squares the condition number: its\n"
+        " larger figure is the reference's own rounding error, not ukjax's)"
+    )
     fig, ax = plt.subplots(figsize=(9, 4.5))
     ax.barh(list(worst), [max(v, 1e-18) for v in worst.values()])
     ax.set_xscale("log")
     ax.invert_yaxis()
-    ax.set(xlabel="largest relative residual", title="Moore-Penrose and M-weighted inverse identities")
+    ax.set(
+        xlabel="largest relative residual", title="Moore-Penrose and M-weighted inverse identities"
+    )
     save_figure(fig, args, "mp_inverse_identities.png")
 
 

@@ -6,10 +6,9 @@ unconstrained z'' = F_z / m.
     python examples/nonholonomic_particle_alpha.py [--quick] [--out DIR]
 """
 
-import jax
 import jax.numpy as jnp
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 from scipy.integrate import solve_ivp
 
 import ukjax
@@ -36,13 +35,23 @@ def main():
     T = 10.0
     ts = np.linspace(0.0, T, 201 if args.quick else 1001)
     sol = ukjax.simulate(s, q0, qd0, jnp.asarray(ts))
-    ref = solve_ivp(kane, (0, T), [0.0, 0.0, -1.0, xd0, zd0, float(qd0[1])], method="DOP853",
-                    rtol=1e-12, atol=1e-12, t_eval=ts).y.T
+    ref = solve_ivp(
+        kane,
+        (0, T),
+        [0.0, 0.0, -1.0, xd0, zd0, float(qd0[1])],
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-12,
+        t_eval=ts,
+    ).y.T
     dev = np.abs(np.asarray(sol.q) - ref[:, :3]).max()
     psi = sol.qd[:, 1] - sol.q[:, 2] * sol.qd[:, 0] - s.alpha(jnp.asarray(ts))
     z_ex = -1.0 + zd0 * ts + Fz * ts**2 / (2 * m)
-    print(f"{T:g} s: max |q_UK - q_Kane(eqs 94-96, scipy)| = {dev:.1e}, max |y' - z x' - alpha| = "
-          f"{float(jnp.abs(psi).max()):.1e}, max |z - (z0 + z0' t + F_z t^2 / 2m)| = {np.abs(np.asarray(sol.q[:, 2]) - z_ex).max():.1e}")
+    print(
+        f"{T:g} s: max |q_UK - q_Kane(eqs 94-96, scipy)| = {dev:.1e}, max |y' - z x' - alpha| = "
+        f"{float(jnp.abs(psi).max()):.1e}, max |z - (z0 + z0' t + F_z t^2 / 2m)| = "
+        f"{np.abs(np.asarray(sol.q[:, 2]) - z_ex).max():.1e}"
+    )
     d = ukjax.diagnostics(s, sol)
     fig, ax = plt.subplots(1, 3, figsize=(16, 4.3))
     for i, lab in enumerate("xyz"):

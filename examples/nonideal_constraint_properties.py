@@ -8,13 +8,13 @@ the closed form v(t) = v0 / (1 + mu v0 t / R); on a vertical wire the bead swing
     python examples/nonideal_constraint_properties.py [--quick] [--out DIR]
 """
 
-import jax
 import jax.numpy as jnp
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 
 import ukjax
 from _common import example_args, save_figure
+from references import coulomb_bead_exact_speed
 from ukjax.systems import CoulombBead
 
 
@@ -42,7 +42,9 @@ def properties(rng, n=6, m=4, rank=2):
         "3. |v.Q^c - v.C|": abs(v @ (Qi + Qni) - v @ C),
         "4. M-orthogonality (cosine)": abs(u1 @ M @ u2) / np.sqrt((u1 @ M @ u1) * (u2 @ M @ u2)),
         "5. |q''(C) - q''(0) - (I - A_M^+ A) M^-1 C|": np.abs(qdd - ideal - u2).max(),
-        "6. Gauss: min over others of G(q'') - G(ideal)  (> 0)": -min(gauss(o) - gauss(ideal) for o in others),
+        "6. Gauss: min over others of G(q'') - G(ideal)  (> 0)": -min(
+            gauss(o) - gauss(ideal) for o in others
+        ),
     }
 
 
@@ -64,17 +66,26 @@ def main():
     sol = ukjax.simulate(bead, q0, qd0, ts)
     d = ukjax.diagnostics(bead, sol)
     v = jnp.linalg.norm(sol.qd, axis=1)
-    v_ex, s_ex = bead.exact_speed(ts, v0)
+    v_ex, s_ex = coulomb_bead_exact_speed(bead, ts, v0)
     arc = bead.R * np.unwrap(np.arctan2(np.asarray(sol.q[:, 1]), np.asarray(sol.q[:, 0])))
     N = jnp.linalg.norm(d.Qc_ideal, axis=1)
     power = jnp.sum(d.Qc_nonideal * sol.qd, axis=1)
     dE = d.energy - d.energy[0]
-    work = np.concatenate([[0.0], np.cumsum(0.5 * np.diff(np.asarray(ts)) * (power[1:] + power[:-1]))])
-    print(f"horizontal wire, mu = {bead.mu}, v0 = {v0}: max |v - v_exact| = {float(jnp.abs(v - v_ex).max()):.1e} m/s, "
-          f"max |s - s_exact| = {np.abs(arc - s_ex).max():.1e} m, max |phi| = {float(jnp.abs(d.position).max()):.1e}, "
-          f"max |v.Q_ideal| = {float(jnp.abs(jnp.sum(d.Qc_ideal * sol.qd, 1)).max()):.1e} W")
-    print(f"  energy balance: max |E - E0 - integral of friction power| = {np.abs(np.asarray(dE) - work).max():.1e} J "
-          "(trapezoid rule on the saved grid)")
+    work = np.concatenate(
+        [[0.0], np.cumsum(0.5 * np.diff(np.asarray(ts)) * (power[1:] + power[:-1]))]
+    )
+    print(
+        f"horizontal wire, mu = {bead.mu}, v0 = {v0}: max |v - v_exact| = "
+        f"{float(jnp.abs(v - v_ex).max()):.1e} m/s, "
+        f"max |s - s_exact| = {np.abs(arc - s_ex).max():.1e} m, max |phi| = "
+        f"{float(jnp.abs(d.position).max()):.1e}, "
+        f"max |v.Q_ideal| = {float(jnp.abs(jnp.sum(d.Qc_ideal * sol.qd, 1)).max()):.1e} W"
+    )
+    print(
+        "  energy balance: max |E - E0 - integral of friction power| = "
+        f"{np.abs(np.asarray(dE) - work).max():.1e} J "
+        "(trapezoid rule on the saved grid)"
+    )
 
     vert = CoulombBead(mass=1.0, R=1.0, mu=0.1, g=9.81, v_reg=1e-3)
     q0v, qd0v = vert.initial_state(6.0)
@@ -82,8 +93,12 @@ def main():
     solv = ukjax.simulate(vert, q0v, qd0v, tv, max_steps=400000)
     dv = ukjax.diagnostics(vert, solv)
     ang = np.unwrap(np.arctan2(np.asarray(solv.q[:, 0]), -np.asarray(solv.q[:, 1])))
-    print(f"vertical wire, mu = {vert.mu}: energy {float(dv.energy[0]):.2f} -> {float(dv.energy[-1]):.2f} J, "
-          f"final angle from the bottom {ang[-1]:+.3f} rad, max |phi| = {float(jnp.abs(dv.position).max()):.1e}")
+    print(
+        f"vertical wire, mu = {vert.mu}: energy {float(dv.energy[0]):.2f} -> "
+        f"{float(dv.energy[-1]):.2f} J, "
+        f"final angle from the bottom {ang[-1]:+.3f} rad, max |phi| = "
+        f"{float(jnp.abs(dv.position).max()):.1e}"
+    )
 
     fig, ax = plt.subplots(1, 4, figsize=(20, 4.3))
     ax[0].plot(ts, v, label="|v| (UK)")

@@ -7,10 +7,9 @@ the constraint drift a poor time-marching scheme produces (the seed's warning).
 """
 
 import diffrax
-import jax
 import jax.numpy as jnp
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 from scipy.integrate import solve_ivp
 
 import ukjax
@@ -27,8 +26,15 @@ def main():
     ts = np.linspace(0.0, T, 501)
     q0 = L * jnp.array([np.sin(th0), -np.cos(th0)])
     qd0 = jnp.zeros(2)
-    ref = solve_ivp(lambda t, y: [y[1], -(g / L) * np.sin(y[0])], (0, T), [th0, 0.0],
-                    method="DOP853", rtol=1e-12, atol=1e-12, t_eval=ts).y.T
+    ref = solve_ivp(
+        lambda t, y: [y[1], -(g / L) * np.sin(y[0])],
+        (0, T),
+        [th0, 0.0],
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-12,
+        t_eval=ts,
+    ).y.T
     sol = ukjax.simulate(pend, q0, qd0, jnp.asarray(ts))
     xy_ref = L * np.stack([np.sin(ref[:, 0]), -np.cos(ref[:, 0])], axis=1)
     dev = np.abs(np.asarray(sol.q) - xy_ref).max()
@@ -36,9 +42,11 @@ def main():
     q, qd = np.asarray(sol.q), np.asarray(sol.qd)
     tension_cf = m * (g * q[:, 1] - np.sum(qd**2, 1)) / np.sum(q**2, 1)  # F^c = tension_cf * q
     tension = np.sum(np.asarray(d.Qc_ideal) * q, 1) / np.sum(q**2, 1)
-    print(f"Dopri8 (rtol 1e-12), {T:g} s from theta0 = {th0}: max |q - q_minimal| = {dev:.1e} m, "
-          f"max |phi| = {float(np.abs(d.position).max()):.1e}, "
-          f"max |tension - closed form| = {np.abs(tension - tension_cf).max():.1e} N")
+    print(
+        f"Dopri8 (rtol 1e-12), {T:g} s from theta0 = {th0}: max |q - q_minimal| = {dev:.1e} m, "
+        f"max |phi| = {float(np.abs(d.position).max()):.1e}, "
+        f"max |tension - closed form| = {np.abs(tension - tension_cf).max():.1e} N"
+    )
     fig, ax = plt.subplots(1, 3, figsize=(16, 4.3))
     ax[0].plot(ts, q[:, 0], label="x (UK)")
     ax[0].plot(ts, q[:, 1], label="y (UK)")
@@ -48,9 +56,17 @@ def main():
     ax[1].plot(ts, np.linalg.norm(np.asarray(d.Qc_ideal), axis=1), label="|F^c| (UK)")
     ax[1].plot(ts[::10], np.abs(tension_cf[::10]) * L, "k.", ms=3, label="m|g y - |v|^2| / L")
     ax[1].set(title="rod force", xlabel="t (s)", ylabel="N")
-    for name, solver, dt in (("Euler, dt = 1e-3", diffrax.Euler(), 1e-3), ("Heun, dt = 1e-2", diffrax.Heun(), 1e-2),
-                             ("Kutta-Merson, dt = 1e-2", ukjax.KuttaMerson(), 1e-2), ("Dopri8 adaptive", None, None)):
-        kw = {} if solver is None else dict(solver=solver, dt0=dt, stepsize_controller=diffrax.ConstantStepSize())
+    for name, solver, dt in (
+        ("Euler, dt = 1e-3", diffrax.Euler(), 1e-3),
+        ("Heun, dt = 1e-2", diffrax.Heun(), 1e-2),
+        ("Kutta-Merson, dt = 1e-2", ukjax.KuttaMerson(), 1e-2),
+        ("Dopri8 adaptive", None, None),
+    ):
+        kw = (
+            {}
+            if solver is None
+            else dict(solver=solver, dt0=dt, stepsize_controller=diffrax.ConstantStepSize())
+        )
         s = ukjax.simulate(pend, q0, qd0, jnp.asarray(ts), **kw)
         phi = np.abs(np.sum(np.asarray(s.q) ** 2, 1) - L**2)
         print(f"  {name:<30} max |phi| = {phi.max():.1e}")

@@ -8,16 +8,17 @@ equation (k^2 + r^2) theta'' + r k theta'^2 = -g (k sin theta + r cos theta).
     python examples/projectile_polar.py [--quick] [--out DIR]
 """
 
-import jax
-
 import equinox as eqx
 import jax.numpy as jnp
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 
 import ukjax
 from _common import example_args, save_figure
-from ukjax.systems import PolarProjectile
+from ukjax.systems import LagrangianMetric, PolarProjectile, UnitMetric
+
+
+METRICS = {"seed": UnitMetric(), "lagrangian": LagrangianMetric()}
 
 
 class OnSpiral(PolarProjectile):
@@ -43,7 +44,7 @@ def main():
     fig, ax = plt.subplots(1, 3, figsize=(16, 4.5))
     ax[0].plot(x_ex, y_ex, "k-", lw=4, alpha=0.3, label="parabola (exact)")
     for metric, style in (("seed", "-"), ("lagrangian", "--")):
-        sol = ukjax.simulate(PolarProjectile(metric=metric, g=g), q0, qd0, ts)
+        sol = ukjax.simulate(PolarProjectile(metric=METRICS[metric], g=g), q0, qd0, ts)
         x, y = sol.q[:, 0] * jnp.cos(sol.q[:, 1]), sol.q[:, 0] * jnp.sin(sol.q[:, 1])
         dev = float(jnp.max(jnp.hypot(x - x_ex, y - y_ex)))
         print(f"unconstrained, metric={metric:<10}: max distance from the parabola = {dev:.1e} m")
@@ -55,22 +56,29 @@ def main():
     qc0, qcd0 = jnp.array([R + k * 0.3, 0.3]), jnp.array([k * 1.0, 1.0])
     tc = jnp.linspace(0.0, 3.0, 121 if args.quick else 601)
     for metric, style in (("seed", "-"), ("lagrangian", "--")):
-        sol = ukjax.simulate(OnSpiral(metric=metric, g=g, R=R, k=k), qc0, qcd0, tc)
+        sol = ukjax.simulate(OnSpiral(metric=METRICS[metric], g=g, R=R, k=k), qc0, qcd0, tc)
         ax[2].plot(tc, sol.q[:, 1], style, label=f"theta(t), M {metric}")
     # independent reference for the bead, in the minimal coordinate theta
     from scipy.integrate import solve_ivp
 
     def bead(t, y):
         r = R + k * y[0]
-        return [y[1], (-g * (k * np.sin(y[0]) + r * np.cos(y[0])) - r * k * y[1] ** 2) / (k**2 + r**2)]
+        return [
+            y[1],
+            (-g * (k * np.sin(y[0]) + r * np.cos(y[0])) - r * k * y[1] ** 2) / (k**2 + r**2),
+        ]
 
-    ref = solve_ivp(bead, (0, 3.0), [0.3, 1.0],
-                    method="DOP853", rtol=1e-12, atol=1e-12, t_eval=np.asarray(tc)).y[0]
-    lag = ukjax.simulate(OnSpiral(metric="lagrangian", g=g, R=R, k=k), qc0, qcd0, tc).q[:, 1]
-    seed = ukjax.simulate(OnSpiral(metric="seed", g=g, R=R, k=k), qc0, qcd0, tc).q[:, 1]
-    print(f"bead on r = {R:g} + {k:g} theta, vs minimal coordinates: Lagrangian metric "
-          f"{float(jnp.abs(lag - ref).max()):.1e} rad; the seed's M = I {float(jnp.abs(seed - ref).max()):.1e} rad "
-          "(wrong physics: Gauss's principle needs the kinetic-energy metric)")
+    ref = solve_ivp(
+        bead, (0, 3.0), [0.3, 1.0], method="DOP853", rtol=1e-12, atol=1e-12, t_eval=np.asarray(tc)
+    ).y[0]
+    lag = ukjax.simulate(OnSpiral(metric=LagrangianMetric(), g=g, R=R, k=k), qc0, qcd0, tc).q[:, 1]
+    seed = ukjax.simulate(OnSpiral(metric=UnitMetric(), g=g, R=R, k=k), qc0, qcd0, tc).q[:, 1]
+    print(
+        f"bead on r = {R:g} + {k:g} theta, vs minimal coordinates: Lagrangian metric "
+        f"{float(jnp.abs(lag - ref).max()):.1e} rad; the seed's M = I "
+        f"{float(jnp.abs(seed - ref).max()):.1e} rad "
+        "(wrong physics: Gauss's principle needs the kinetic-energy metric)"
+    )
     ax[2].plot(tc[::10], ref[::10], "k.", ms=3, label="minimal coordinates")
     ax[2].set(title="bead on the wire r = 2 + 0.3 theta", xlabel="t (s)", ylabel="theta (rad)")
     for a in ax:

@@ -20,35 +20,53 @@ from ukjax.systems import SwarmRobots
 
 def main():
     args = example_args(
-        __doc__, extra=lambda ap: ap.add_argument("--gamma", type=float, default=1.0, help="Baumgarte rate (1/s)")
+        __doc__,
+        extra=lambda ap: ap.add_argument(
+            "--gamma", type=float, default=1.0, help="Baumgarte rate (1/s)"
+        ),
     )
     T = 15.0 if args.quick else 40.0
     s = SwarmRobots()
     q0, qd0 = s.initial_state()
     ts = jnp.linspace(0.0, T, 401)
     beta_norm = jax.vmap(lambda q, qd: jnp.linalg.norm(s.performance_error(q, qd)))
-    plain = ukjax.simulate(s, q0, qd0, ts, initial_conditions="ignore")
-    stab = ukjax.simulate(s, q0, qd0, ts, initial_conditions="ignore",
-                          stabilization=ukjax.Baumgarte(alpha=args.gamma))
+    plain = ukjax.simulate(s, q0, qd0, ts, initial_conditions=ukjax.IgnoreInitial())
+    stab = ukjax.simulate(
+        s,
+        q0,
+        qd0,
+        ts,
+        initial_conditions=ukjax.IgnoreInitial(),
+        stabilization=ukjax.Baumgarte(alpha=args.gamma),
+    )
     b_plain, b_stab = beta_norm(plain.q, plain.qd), beta_norm(stab.q, stab.qd)
     print(f"||beta(0)|| = {float(b_plain[0]):.4f} (Table 1 violates eq 61)")
     print(f"plain UK:  ||beta|| stays {float(b_plain.min()):.6f} .. {float(b_plain.max()):.6f}")
     for t_ in (1.0, 5.0, 10.0):
         i = int(np.argmin(np.abs(np.asarray(ts) - t_)))
-        print(f"Baumgarte gamma={args.gamma:g}: ||beta({float(ts[i]):.2f})|| = {float(b_stab[i]):.4g}"
-              f"  (closed form {float(b_stab[0]) * np.exp(-args.gamma * float(ts[i])):.4g})")
+        print(
+            f"Baumgarte gamma={args.gamma:g}: ||beta({float(ts[i]):.2f})|| = {float(b_stab[i]):.4g}"
+            f"  (closed form {float(b_stab[0]) * np.exp(-args.gamma * float(ts[i])):.4g})"
+        )
     p = np.asarray(stab.q).reshape(len(ts), 5, 2)
-    d = np.linalg.norm(p[:, :, None] - p[:, None], axis=-1)[:, *np.triu_indices(5, 1)]
-    print(f"min distance between robots over the run: {d.min():.4f} m; final pair distances "
-          f"{np.round(np.sort(d[-1]), 5)}")
+    iu = np.triu_indices(5, 1)
+    d = np.linalg.norm(p[:, :, None] - p[:, None], axis=-1)[:, iu[0], iu[1]]
+    print(
+        f"min distance between robots over the run: {d.min():.4f} m; final pair distances "
+        f"{np.round(np.sort(d[-1]), 5)}"
+    )
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 5))
     for i in range(5):
         axes[0].plot(p[:, i, 0], p[:, i, 1], lw=1)
         axes[0].plot(*p[0, i], "o", color=axes[0].lines[-1].get_color())
         axes[0].plot(*p[-1, i], "s", color=axes[0].lines[-1].get_color())
-    axes[0].set(title="trajectories with Baumgarte (o start, s end) (Figs 6-7)", xlabel="x (m)",
-                ylabel="y (m)", aspect="equal")
+    axes[0].set(
+        title="trajectories with Baumgarte (o start, s end) (Figs 6-7)",
+        xlabel="x (m)",
+        ylabel="y (m)",
+        aspect="equal",
+    )
     axes[1].semilogy(ts, b_plain, label="plain UK (constant)")
     axes[1].semilogy(ts, b_stab, label=f"Baumgarte gamma={args.gamma:g}")
     axes[1].axhline(0.01, color="k", ls=":", label="0.01 (seed Fig 8)")

@@ -1,7 +1,6 @@
 """Seed 004 Ex. 2.1/4.2 (cone particle) and Ex. 2.2 (alpha(t) particle): UK against the
 Kane-form closed forms printed in the thesis."""
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -35,9 +34,11 @@ def test_cone_particle_eqs_73_75_and_281_283(rng):
         ud3 = m * ph / a * (Fr + ph * Fp) + m**2 * ph / (a * r) * common - u1 * u3 / r
         qdd = np.asarray(ukjax.acceleration(s, 0.0, q, qd))
         rdd, thdd, phdd = qdd
-        got = [rdd,
-               rd * thd * np.sin(ph) + r * thdd * np.sin(ph) + r * thd * phd * np.cos(ph),
-               -rd * phd - r * phdd]
+        got = [
+            rdd,
+            rd * thd * np.sin(ph) + r * thdd * np.sin(ph) + r * thd * phd * np.cos(ph),
+            -rd * phd - r * phdd,
+        ]
         np.testing.assert_allclose(got, [ud1, ud2, ud3], rtol=1e-10, atol=1e-12)
         # Constraint forces in the seed's frame (eqs 281-283).
         M, Q = ukjax.mass_and_force(s, 0.0, q, qd)
@@ -46,10 +47,18 @@ def test_cone_particle_eqs_73_75_and_281_283(rng):
         Qc = np.asarray(Qc)
         Fc = [Qc[0], Qc[1] / (r * np.sin(ph)), -Qc[2] / r]
         V2 = u2**2 + u3**2
-        Fc1 = ((m**2 - a) / a * Fr + m**2 * ph / a * Fp - m**3 * ph / (a * r) * u2**2 / tan
-               + (m**3 - a * m) * V2 / (a * r))
-        Fc3 = (m**2 * ph / a * Fr + (m**2 * ph**2 - a) / a * Fp
-               + m**3 * ph / (a * r) * (V2 - ph * u2**2 / tan) + m * u2**2 / (r * tan))
+        Fc1 = (
+            (m**2 - a) / a * Fr
+            + m**2 * ph / a * Fp
+            - m**3 * ph / (a * r) * u2**2 / tan
+            + (m**3 - a * m) * V2 / (a * r)
+        )
+        Fc3 = (
+            m**2 * ph / a * Fr
+            + (m**2 * ph**2 - a) / a * Fp
+            + m**3 * ph / (a * r) * (V2 - ph * u2**2 / tan)
+            + m * u2**2 / (r * tan)
+        )
         np.testing.assert_allclose(Fc, [Fc1, 0.0, Fc3], rtol=1e-9, atol=1e-12)
         assert abs(Fc[0] / Fc[2] + ph) < 1e-9  # along the surface normal
 
@@ -72,11 +81,14 @@ def test_nonholonomic_particle_eqs_94_96(rng):
         u1, u2 = qd[0], qd[2]
         alpha_dot = 0.7 * 1.3 * np.cos(1.3 * t)
         a = m * (1 + z**2)
-        expected = [-m * z / a * (u1 * u2 + alpha_dot) + (Fx + Fy * z) / a,
-                    m / a * (u1 * u2 + alpha_dot) + z / a * (Fx + Fy * z),
-                    Fz / m]
-        np.testing.assert_allclose(ukjax.acceleration(s, t, q, qd), expected, rtol=1e-10,
-                                   atol=1e-12)
+        expected = [
+            -m * z / a * (u1 * u2 + alpha_dot) + (Fx + Fy * z) / a,
+            m / a * (u1 * u2 + alpha_dot) + z / a * (Fx + Fy * z),
+            Fz / m,
+        ]
+        np.testing.assert_allclose(
+            ukjax.acceleration(s, t, q, qd), expected, rtol=1e-10, atol=1e-12
+        )
 
 
 def test_nonholonomic_particle_motion():
@@ -88,5 +100,6 @@ def test_nonholonomic_particle_motion():
     sol = ukjax.simulate(s, q0, qd0, ts)
     psi = sol.qd[:, 1] - sol.q[:, 2] * sol.qd[:, 0] - s.alpha(ts)
     assert float(jnp.max(jnp.abs(psi))) < 1e-10
-    np.testing.assert_allclose(sol.q[:, 2], 0.3 - 0.4 * ts + s.F_z * ts**2 / (2 * s.mass),
-                               atol=1e-10)
+    np.testing.assert_allclose(
+        sol.q[:, 2], 0.3 - 0.4 * ts + s.F_z * ts**2 / (2 * s.mass), atol=1e-10
+    )

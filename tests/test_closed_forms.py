@@ -1,6 +1,5 @@
 """ukjax against closed forms printed (and re-derived) in the seeds, at random states."""
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -49,8 +48,10 @@ def test_duffing_eq_67_and_68(rng):
         M, Q = ukjax.mass_and_force(sys, t, q, qd)
         a = np.asarray(Q) / np.array([m1, m2])
         w = sys.omega
-        b = -sys.A0 * np.exp(-sys.alpha * t) * (
-            (w**2 - sys.alpha**2) * np.sin(w * t) + 2 * w * sys.alpha * np.cos(w * t)
+        b = (
+            -sys.A0
+            * np.exp(-sys.alpha * t)
+            * ((w**2 - sys.alpha**2) * np.sin(w * t) + 2 * w * sys.alpha * np.cos(w * t))
         )
         A, b_auto = ukjax.constraint_matrices(sys, t, q, qd)
         np.testing.assert_allclose(A, [[1.0, -1.0]], atol=1e-15)
@@ -78,13 +79,16 @@ def _eq77(L1, L2, g, q, qd):
     x, y, z = q
     al = qd @ qd
     D = L2**2 * x**2 + (L1**2 + L2**2) * y**2 - 2 * L1 * L2 * x * z + L1**2 * z**2
-    return np.array(
-        [
-            -al * L2 * (L2 * x - L1 * z) + g * L2**2 * y**2,
-            -y * (al * L1**2 + al * L2**2 + g * L2**2 * x - g * L1 * L2 * z),
-            al * L1 * (L2 * x - L1 * z) - g * L1 * L2 * y**2,
-        ]
-    ) / D
+    return (
+        np.array(
+            [
+                -al * L2 * (L2 * x - L1 * z) + g * L2**2 * y**2,
+                -y * (al * L1**2 + al * L2**2 + g * L2**2 * x - g * L1 * L2 * z),
+                al * L1 * (L2 * x - L1 * z) - g * L1 * L2 * y**2,
+            ]
+        )
+        / D
+    )
 
 
 @pytest.mark.parametrize("L1,L2", [(1.0, 1.0), (0.7, 1.6), (2.0, 0.5)])
@@ -103,5 +107,6 @@ def test_double_rod_pendulum_eq_78_at_seed_initial_state():
     sys = DoubleRodPendulum()
     q0, qd0 = sys.initial_state()
     # Delta = 1, alpha = 16: qdd = [-16, 0, 16] (eq 78 by hand).
-    np.testing.assert_allclose(ukjax.acceleration(sys, 0.0, q0, qd0), [-16.0, 0.0, 16.0],
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        ukjax.acceleration(sys, 0.0, q0, qd0), [-16.0, 0.0, 16.0], atol=1e-12
+    )

@@ -25,8 +25,8 @@ def test_shape_errors_at_trace_time():
         ukjax.udwadia_kalaba(M, Q, A, jnp.zeros(3))
     with pytest.raises(ValueError, match="C must have shape"):
         ukjax.udwadia_kalaba(M, Q, A, b, jnp.zeros(2))
-    with pytest.raises(ValueError, match="method must be one of"):
-        ukjax.udwadia_kalaba(M, Q, A, b, method="qr")
+    with pytest.raises(TypeError, match="uk_solver must be a UK solver strategy"):
+        ukjax.udwadia_kalaba(M, Q, A, b, uk_solver="qr")
     # ...also when traced under jit.
     with pytest.raises(ValueError, match="A must have shape"):
         jax.jit(ukjax.udwadia_kalaba)(M, Q, jnp.ones((2, 4)), b)
@@ -43,8 +43,12 @@ def test_state_and_system_errors():
         ukjax.simulate(pend, jnp.array([1.0, 0]), jnp.zeros(2), jnp.array([0.0]))
     with pytest.raises(ValueError, match="strictly increasing"):
         ukjax.simulate(pend, jnp.array([1.0, 0]), jnp.zeros(2), jnp.array([0.0, 2.0, 1.0]))
-    with pytest.raises(ValueError, match="initial_conditions must be"):
+    with pytest.raises(TypeError, match="initial_conditions must be"):
         ukjax.simulate(pend, jnp.array([1.0, 0]), jnp.zeros(2), ts, initial_conditions="fix")
+    with pytest.raises(TypeError, match=r"pass ukjax\.ProjectInitial\(\)"):
+        ukjax.simulate(pend, jnp.array([1.0, 0]), jnp.zeros(2), ts, initial_conditions="project")
+    with pytest.raises(TypeError, match="stabilization must be"):
+        ukjax.simulate(pend, jnp.array([1.0, 0]), jnp.zeros(2), ts, stabilization="projection")
 
     class NoInertia(ukjax.System):
         pass
@@ -102,19 +106,20 @@ def test_initial_conditions_violating_constraints():
     ts = jnp.linspace(0.0, 0.5, 3)
     q0 = jnp.array([1.05, 0.0, 0.0])
     qd0 = jnp.array([0.3, 4.0, 0.0])
-    with pytest.raises(ValueError, match=r"max\|phi\| = 5\.\d+e-02.*initial_conditions='project'"
-                       ) as info:
+    with pytest.raises(
+        ValueError, match=r"max\|phi\| = 5\.\d+e-02.*initial_conditions=ukjax\.ProjectInitial\(\)"
+    ) as info:
         ukjax.simulate(sys, q0, qd0, ts)
     assert "max|phi_dot|" in str(info.value)
     # Inside jit the check still fires (as a runtime error) and prints the residuals.
     with pytest.raises(RUNTIME, match="initial conditions violate the constraints"):
         jax.block_until_ready(jax.jit(lambda a, b: ukjax.simulate(sys, a, b, ts).q)(q0, qd0))
     # The way out: project onto the constraint manifold in the mass metric.
-    sol = ukjax.simulate(sys, q0, qd0, ts, initial_conditions="project")
+    sol = ukjax.simulate(sys, q0, qd0, ts, initial_conditions=ukjax.ProjectInitial())
     res = ukjax.constraint_residuals(sys, 0.0, sol.q[0], sol.qd[0])
     assert float(res.max_abs()) < 1e-12
     # 'ignore' integrates as given: the UK equation keeps the initial violation.
-    sol = ukjax.simulate(sys, q0, qd0, ts, initial_conditions="ignore")
+    sol = ukjax.simulate(sys, q0, qd0, ts, initial_conditions=ukjax.IgnoreInitial())
     assert float(ukjax.constraint_residuals(sys, 0.0, sol.q[-1], sol.qd[-1]).max_abs()) > 1e-3
 
 
@@ -131,6 +136,7 @@ def test_project_initial_conditions_is_mass_metric_nearest(rng):
 
 
 def test_check_can_be_switched_off_and_returns_nan_not_garbage():
-    qdd = ukjax.udwadia_kalaba(-jnp.eye(2), jnp.ones(2), jnp.ones((1, 2)), jnp.zeros(1),
-                               check=False)
+    qdd = ukjax.udwadia_kalaba(
+        -jnp.eye(2), jnp.ones(2), jnp.ones((1, 2)), jnp.zeros(1), check=False
+    )
     assert not np.all(np.isfinite(qdd))

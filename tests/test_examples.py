@@ -8,15 +8,24 @@ from pathlib import Path
 import pytest
 
 
-EXAMPLES = sorted(p for p in (Path(__file__).parent.parent / "examples").glob("*.py") if not p.name.startswith("_"))
+EXAMPLES = sorted(
+    p
+    for p in (Path(__file__).parent.parent / "examples").glob("*.py")
+    if not p.name.startswith("_")
+)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.stem)
 def test_example_runs_quick(script, tmp_path):
     env = dict(os.environ, MPLBACKEND="Agg")
-    out = subprocess.run([sys.executable, str(script), "--quick", "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=600, env=env)
+    out = subprocess.run(
+        [sys.executable, str(script), "--quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert list(tmp_path.glob("*.png")), "no figure written"
 
@@ -28,10 +37,19 @@ def test_examples_are_listed_in_the_readme():
 
 
 SEED_CASES = [  # issue 3's thirteen cases: each has examples/<case>.py
-    "mp_inverse_identities", "constraint_ab_examples", "duffing_rheonomic", "double_rod_pendulum_3d",
-    "simple_pendulum_lagrange_hamilton", "pendulum_cartesian_uk", "projectile_polar",
-    "log_spiral_particle", "nonideal_constraint_properties", "cone_surface_particle",
-    "nonholonomic_particle_alpha", "appell_hamel", "ellipse_spring_particle",
+    "mp_inverse_identities",
+    "constraint_ab_examples",
+    "duffing_rheonomic",
+    "double_rod_pendulum_3d",
+    "simple_pendulum_lagrange_hamilton",
+    "pendulum_cartesian_uk",
+    "projectile_polar",
+    "log_spiral_particle",
+    "nonideal_constraint_properties",
+    "cone_surface_particle",
+    "nonholonomic_particle_alpha",
+    "appell_hamel",
+    "ellipse_spring_particle",
 ]
 
 

@@ -6,10 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import random_constraints, random_spd
 from jax.test_util import check_grads
 
 import ukjax
+from references import random_spd
 from ukjax.systems import CartesianPendulum, DoubleRodPendulum
 
 
@@ -37,8 +37,9 @@ def test_udwadia_kalaba_grads_all_inputs(rng, rank):
         A = U @ V
         return ukjax.udwadia_kalaba(0.5 * (M + M.T), Q, A, A @ x, C)
 
-    check_grads(f, (M0, U, V, Q, x0, C), order=1, modes=["fwd", "rev"], eps=1e-5,
-                atol=1e-6, rtol=1e-6)
+    check_grads(
+        f, (M0, U, V, Q, x0, C), order=1, modes=["fwd", "rev"], eps=1e-5, atol=1e-6, rtol=1e-6
+    )
 
 
 class Redundant(ukjax.System):
@@ -76,9 +77,17 @@ def test_acceleration_grads_at_duplicated_constraints(rng):
     np.testing.assert_allclose(J3, J1, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(J3f, J1, rtol=1e-10, atol=1e-12)
     # And against finite differences, state derivatives too (the rank stays 1 for any q).
-    check_grads(lambda p, q_, qd_: ukjax.acceleration(
-        Redundant(mass=p[0], length=p[1], g=p[2]), 0.0, q_, qd_), (params, q, qd), order=1,
-        modes=["fwd", "rev"], eps=1e-6, atol=1e-7, rtol=1e-7)
+    check_grads(
+        lambda p, q_, qd_: ukjax.acceleration(
+            Redundant(mass=p[0], length=p[1], g=p[2]), 0.0, q_, qd_
+        ),
+        (params, q, qd),
+        order=1,
+        modes=["fwd", "rev"],
+        eps=1e-6,
+        atol=1e-7,
+        rtol=1e-7,
+    )
 
 
 def test_grads_with_repeated_masses_are_finite():
@@ -99,8 +108,15 @@ def _final_loss(params, adjoint, controller=None, dt0=None):
     kw = dict(solver=diffrax.Tsit5())
     if controller is not None:
         kw.update(stepsize_controller=controller, dt0=dt0)
-    sol = ukjax.simulate(sys, q0, qd0, jnp.linspace(0.0, 1.0, 5), adjoint=adjoint,
-                         initial_conditions="ignore", **kw)
+    sol = ukjax.simulate(
+        sys,
+        q0,
+        qd0,
+        jnp.linspace(0.0, 1.0, 5),
+        adjoint=adjoint,
+        initial_conditions=ukjax.IgnoreInitial(),
+        **kw,
+    )
     w = jnp.array([1.0, 2.0, 3.0])
     return jnp.sum(sol.q[1:] @ w) + jnp.sum(sol.qd[-1] ** 2)
 
@@ -108,28 +124,37 @@ def _final_loss(params, adjoint, controller=None, dt0=None):
 PARAMS = np.array([1.1, 0.9, 10.0, 3.0])
 
 
+@pytest.mark.slow
 def test_simulate_gradients_fixed_step_vs_finite_differences():
     """With a fixed step the discrete solution is smooth in the parameters: AD (reverse
     with checkpointing, forward mode) equals central differences to ~1e-8."""
     ctrl, dt0 = diffrax.ConstantStepSize(), 1e-2
-    g_rev = jax.jit(jax.grad(lambda p: _final_loss(p, diffrax.RecursiveCheckpointAdjoint(), ctrl, dt0)))(
-        jnp.asarray(PARAMS))
+    g_rev = jax.jit(
+        jax.grad(lambda p: _final_loss(p, diffrax.RecursiveCheckpointAdjoint(), ctrl, dt0))
+    )(jnp.asarray(PARAMS))
     g_fwd = jax.jit(jax.jacfwd(lambda p: _final_loss(p, diffrax.ForwardMode(), ctrl, dt0)))(
-        jnp.asarray(PARAMS))
-    g_fd = _central_fd(lambda p: _final_loss(jnp.asarray(p), diffrax.RecursiveCheckpointAdjoint(),
-                                             ctrl, dt0), PARAMS, 1e-5)
+        jnp.asarray(PARAMS)
+    )
+    g_fd = _central_fd(
+        lambda p: _final_loss(jnp.asarray(p), diffrax.RecursiveCheckpointAdjoint(), ctrl, dt0),
+        PARAMS,
+        1e-5,
+    )
     np.testing.assert_allclose(g_rev, g_fd, rtol=1e-6)
     np.testing.assert_allclose(g_fwd, g_rev, rtol=1e-10)
 
 
 def test_simulate_gradients_adaptive_vs_finite_differences():
     g_rev = jax.jit(jax.grad(lambda p: _final_loss(p, diffrax.RecursiveCheckpointAdjoint())))(
-        jnp.asarray(PARAMS))
-    g_fd = _central_fd(lambda p: _final_loss(jnp.asarray(p), diffrax.RecursiveCheckpointAdjoint()),
-                       PARAMS, 1e-4)
+        jnp.asarray(PARAMS)
+    )
+    g_fd = _central_fd(
+        lambda p: _final_loss(jnp.asarray(p), diffrax.RecursiveCheckpointAdjoint()), PARAMS, 1e-4
+    )
     np.testing.assert_allclose(g_rev, g_fd, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_simulate_gradients_finite_with_redundant_constraints():
     ts = jnp.linspace(0.0, 1.0, 5)
     q0, qd0 = jnp.array([0.0, -1.0]), jnp.array([1.5, 0.0])
@@ -137,8 +162,9 @@ def test_simulate_gradients_finite_with_redundant_constraints():
     def loss(p, copies):
         sys = Redundant(mass=p[0], length=p[1], g=p[2], copies=copies)
         q0_ = q0 * p[1]
-        sol = ukjax.simulate(sys, q0_, qd0, ts, initial_conditions="ignore",
-                             solver=diffrax.Tsit5())
+        sol = ukjax.simulate(
+            sys, q0_, qd0, ts, initial_conditions=ukjax.IgnoreInitial(), solver=diffrax.Tsit5()
+        )
         return jnp.sum(sol.q[:, 0]) + jnp.sum(sol.qd[-1] ** 2)
 
     p = jnp.array([1.3, 0.9, 9.81])
@@ -151,6 +177,7 @@ def test_simulate_gradients_finite_with_redundant_constraints():
     np.testing.assert_allclose(g3, g_fd, rtol=1e-6, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_gradients_of_batched_sweep():
     """grad of a loss over a vmapped batch equals the sum of single gradients."""
     ts = jnp.linspace(0.0, 0.5, 3)
@@ -158,8 +185,15 @@ def test_gradients_of_batched_sweep():
     qd0s = jnp.array([[0.0, 0.5], [0.0, 1.0]])
 
     def loss_single(L, qd0):
-        return jnp.sum(ukjax.simulate(CartesianPendulum(length=L), q0 * L, qd0, ts,
-                                      initial_conditions="ignore").q[-1])
+        return jnp.sum(
+            ukjax.simulate(
+                CartesianPendulum(length=L),
+                q0 * L,
+                qd0,
+                ts,
+                initial_conditions=ukjax.IgnoreInitial(),
+            ).q[-1]
+        )
 
     batched = jax.jit(jax.grad(lambda L: jnp.sum(jax.vmap(lambda v: loss_single(L, v))(qd0s))))(1.0)
     grad_single = jax.jit(jax.grad(loss_single))
@@ -188,16 +222,22 @@ class ActuatedPendulum(ukjax.System):
         return tau * jnp.stack([-q[1], q[0]]) / (q @ q)
 
 
+@pytest.mark.slow
 def test_gradients_wrt_control_inputs_and_initial_state():
     """d loss / d (torque knots, initial velocity) against central differences."""
     ts = jnp.linspace(0.0, 1.0, 3)
-    kw = dict(solver=diffrax.Tsit5(), stepsize_controller=diffrax.ConstantStepSize(), dt0=0.01,
-              initial_conditions="ignore")
+    kw = dict(
+        solver=diffrax.Tsit5(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        dt0=0.01,
+        initial_conditions=ukjax.IgnoreInitial(),
+    )
 
     def loss(x):
         knots, v0 = x[:4], x[4]
-        sol = ukjax.simulate(ActuatedPendulum(knots=knots), jnp.array([0.0, -1.0]),
-                             jnp.array([v0, 0.0]), ts, **kw)
+        sol = ukjax.simulate(
+            ActuatedPendulum(knots=knots), jnp.array([0.0, -1.0]), jnp.array([v0, 0.0]), ts, **kw
+        )
         return jnp.sum(sol.q[-1] * jnp.array([1.0, 3.0])) + jnp.sum(sol.qd[-1] ** 2)
 
     x0 = jnp.array([0.5, -1.0, 2.0, 0.3, 0.7])

@@ -13,7 +13,8 @@ from ukjax.systems import FourBarLinkage, SimplePendulum
 
 def _kkt_acceleration(fb, th, w):
     """Absolute-angle four-bar by multipliers, written out rod by rod."""
-    l = np.array([fb.l1, fb.l2, fb.l3]); m = np.array([fb.m1, fb.m2, fb.m3])
+    l = np.array([fb.l1, fb.l2, fb.l3])
+    m = np.array([fb.m1, fb.m2, fb.m3])
     M = np.diag(m * l**2 / 12.0)
     h = np.zeros(3)
     for i in range(3):  # rod i: centre velocity = sum_j c_ij e'_j w_j
@@ -61,11 +62,20 @@ def test_rk4_is_the_classical_method():
     p = SimplePendulum(length=1.3, g=9.81)
     f = lambda y: np.array([y[1], -(p.g / p.length) * np.sin(y[0])])
     y, h = np.array([1.0, 0.2]), 0.05
-    k1 = f(y); k2 = f(y + h / 2 * k1); k3 = f(y + h / 2 * k2); k4 = f(y + h * k3)
+    k1 = f(y)
+    k2 = f(y + h / 2 * k1)
+    k3 = f(y + h / 2 * k2)
+    k4 = f(y + h * k3)
     hand = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-    run = lambda dt, t1: ukjax.simulate(p, jnp.array([1.0]), jnp.array([0.2]), jnp.array([0.0, t1]),
-                                        solver=ukjax.RK4(), stepsize_controller=diffrax.ConstantStepSize(),
-                                        dt0=dt)
+    run = lambda dt, t1: ukjax.simulate(
+        p,
+        jnp.array([1.0]),
+        jnp.array([0.2]),
+        jnp.array([0.0, t1]),
+        solver=ukjax.RK4(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        dt0=dt,
+    )
     one = run(h, h)
     np.testing.assert_allclose([one.q[-1, 0], one.qd[-1, 0]], hand, rtol=1e-14, atol=1e-15)
     ref = ukjax.simulate(p, jnp.array([1.0]), jnp.array([0.2]), jnp.array([0.0, 2.0])).q[-1, 0]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ukjax
-from helpers import random_constraints, random_spd, sqrtm_inv_numpy
+from references import random_constraints, random_spd, sqrtm_inv_numpy
 
 
 SHAPES = [(1, 4), (3, 5, 2), (4, 4, 2), (5, 3, 3), (4, 6, 1), (6, 6, 6)]
@@ -112,7 +112,9 @@ def test_m_weighted_inverse(rng, shape):
     V = A.T @ W / lam
     np.testing.assert_allclose(V.T @ Minv @ V, np.eye(len(lam)), atol=1e-10)
     np.testing.assert_allclose(G, Minv @ V @ np.diag(1 / lam) @ W.T, atol=tol)
-    np.testing.assert_allclose(M @ (np.eye(n) - G @ A) @ Minv, np.eye(n) - V @ V.T @ Minv, atol=tol * 10)
+    np.testing.assert_allclose(
+        M @ (np.eye(n) - G @ A) @ Minv, np.eye(n) - V @ V.T @ Minv, atol=tol * 10
+    )
     if np.linalg.matrix_rank(A) == n:
         return  # no null space: the solution is unique
     # minimum M-norm least-squares solution
@@ -124,9 +126,7 @@ def test_m_weighted_inverse(rng, shape):
 
 def test_identity_weight_and_bad_shapes(rng):
     A = _matrix(rng, (3, 4, 2))
-    np.testing.assert_allclose(
-        np.asarray(ukjax.weighted_pinv(A, jnp.eye(4))), _pinv(A), atol=1e-12
-    )
+    np.testing.assert_allclose(np.asarray(ukjax.weighted_pinv(A, jnp.eye(4))), _pinv(A), atol=1e-12)
     with pytest.raises(ValueError, match="must be a matrix"):
         ukjax.weighted_pinv(jnp.ones(3))
     with pytest.raises(ValueError, match=r"must be \(n, n\)"):

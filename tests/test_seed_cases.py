@@ -10,13 +10,29 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import ukjax
-from helpers import random_constraints, random_spd, uk_reference
+from references import (
+    appell_hamel_reduced_rhs,
+    coulomb_bead_exact_speed,
+    ellipse_kane_constraint_force,
+    ellipse_normal_constraint_force,
+    pendulum_hamilton_rhs,
+    pendulum_hamiltonian,
+    pendulum_momentum,
+    random_constraints,
+    random_spd,
+    uk_reference,
+)
 from ukjax.systems import (
     AppellHamelWheel,
+    AppellHamelWheelNonlinear,
     CartesianPendulum,
     CoulombBead,
     EllipseSpringParticle,
-    PointParticle,
+    ParticleOnLine,
+    ParticleOnSphere,
+    ParticlePfaffY,
+    ParticlePfaffZ,
+    ParticleXZ2Y,
     SimplePendulum,
 )
 
@@ -37,6 +53,21 @@ def _kkt(M, F, A, b):
 # --- constraint_ab_examples (seed 000 §2.3, §3.1-3.2; seed 002 §3) -------------------
 
 
+def _particle(kind, **kw):
+    """The constrained particle of one row of the table (Pamplona 2021; Zhao et al. 2018)."""
+    cls = {
+        "line": ParticleOnLine,
+        "sphere": ParticleOnSphere,
+        "xz2y": ParticleXZ2Y,
+        "pfaff_2y": ParticlePfaffY,
+        "pfaff_2y_rheonomic": ParticlePfaffY,
+        "pfaff_2z": ParticlePfaffZ,
+    }[kind]
+    if kind == "pfaff_2y_rheonomic":
+        kw["rhs"] = 1.0
+    return cls(**kw)
+
+
 def test_point_particle_accelerations_match_kkt(rng):
     """Hand-written A, b of the table, solved by KKT, against ukjax's autodiff + UK."""
     for _ in range(4):
@@ -55,14 +86,16 @@ def test_point_particle_accelerations_match_kkt(rng):
             "pfaff_2z": ([[1, 2 * z, 1]], [-2 * yd * zd]),
         }
         for kind, (A, b) in hand.items():
-            p = PointParticle(constraint=kind, mass=mass, F_x=F[0], F_y=F[1], F_z=F[2])
+            p = _particle(kind, mass=mass, F_x=F[0], F_y=F[1], F_z=F[2])
             expected = _kkt(mass * np.eye(3), F, np.array(A, float), np.array(b, float))
-            np.testing.assert_allclose(ukjax.acceleration(p, t, q, qd), expected, rtol=1e-11, atol=1e-12)
+            np.testing.assert_allclose(
+                ukjax.acceleration(p, t, q, qd), expected, rtol=1e-11, atol=1e-12
+            )
 
 
 def test_particle_on_a_line_closed_form():
     """Seed 000 eqs 19-22: x = F_x t^2 / (2m), y = z = 0, F^c = (0, -F_y, -F_z)."""
-    p = PointParticle(constraint="line", mass=2.0, F_x=0.6, F_y=-1.0, F_z=3.0)
+    p = ParticleOnLine(mass=2.0, F_x=0.6, F_y=-1.0, F_z=3.0)
     ts = jnp.linspace(0.0, 2.0, 11)
     sol = ukjax.simulate(p, jnp.zeros(3), jnp.zeros(3), ts)
     np.testing.assert_allclose(sol.q[:, 0], 0.6 * ts**2 / 4.0, rtol=1e-12, atol=1e-15)
@@ -73,8 +106,9 @@ def test_particle_on_a_line_closed_form():
 
 @pytest.mark.parametrize("kind, drift", [("pfaff_2y", 0.0), ("pfaff_2y_rheonomic", 1.0)])
 def test_integrable_pfaffian_stays_on_its_surface(kind, drift):
-    """xd + 2y yd + zd = 0 (or 1) integrates to x + y^2 + z - drift t = const (seed 000 eqs 53-56)."""
-    p = PointParticle(constraint=kind)
+    """xd + 2y yd + zd = 0 (or 1) integrates to x + y^2 + z - drift t = const
+    (Pamplona 2021, eqs 53-56)."""
+    p = _particle(kind)
     q0 = jnp.array([0.2, 0.5, -0.3])
     qd0 = jnp.array([0.4, -0.7, drift - 0.4 - 2 * 0.5 * -0.7])
     ts = jnp.linspace(0.0, 3.0, 31)
@@ -85,7 +119,7 @@ def test_integrable_pfaffian_stays_on_its_surface(kind, drift):
 
 def test_nonintegrable_pfaffian_leaves_every_such_surface():
     """xd + 2z yd + zd = 0 is nonholonomic (eq 11 gives 2): x + 2zy + z is not conserved."""
-    p = PointParticle(constraint="pfaff_2z")
+    p = ParticlePfaffZ()
     q0, qd0 = jnp.array([0.0, 0.0, 0.5]), jnp.array([-1.0, 1.0, 0.0])
     sol = ukjax.simulate(p, q0, qd0, jnp.linspace(0.0, 2.0, 21))
     psi = sol.qd[:, 0] + 2 * sol.q[:, 2] * sol.qd[:, 1] + sol.qd[:, 2]
@@ -105,17 +139,21 @@ def test_lagrange_cartesian_and_hamilton_pendulums_agree():
     th0, thd0 = 2.0, 0.5  # a large swing
     ts = np.linspace(0.0, 5.0, 51)
     pend = SimplePendulum(mass=m, length=L, g=g)
-    ref = _dop853(lambda t, y: np.asarray(pend.hamilton_rhs(t, jnp.asarray(y))), [th0, m * L**2 * thd0], ts)
+    ref = _dop853(
+        lambda t, y: np.asarray(pendulum_hamilton_rhs(pend, t, jnp.asarray(y))),
+        [th0, m * L**2 * thd0],
+        ts,
+    )
     lag = ukjax.simulate(pend, jnp.array([th0]), jnp.array([thd0]), jnp.asarray(ts))
     np.testing.assert_allclose(lag.q[:, 0], ref[:, 0], atol=1e-9)
-    np.testing.assert_allclose(pend.momentum(lag.qd)[:, 0], ref[:, 1], atol=1e-9)
+    np.testing.assert_allclose(pendulum_momentum(pend, lag.qd)[:, 0], ref[:, 1], atol=1e-9)
     cart = CartesianPendulum(mass=m, length=L, g=g)
     q0 = L * jnp.array([np.sin(th0), -np.cos(th0)])
     qd0 = L * thd0 * jnp.array([np.cos(th0), np.sin(th0)])
     sol = ukjax.simulate(cart, q0, qd0, jnp.asarray(ts))
     th = np.arctan2(np.asarray(sol.q[:, 0]), -np.asarray(sol.q[:, 1]))
     np.testing.assert_allclose(np.unwrap(th), ref[:, 0], atol=1e-9)
-    H = jax.vmap(pend.hamiltonian)(ref[:, :1], ref[:, 1:])
+    H = jax.vmap(lambda q, p: pendulum_hamiltonian(pend, q, p))(ref[:, :1], ref[:, 1:])
     E = jax.vmap(lambda q, qd: ukjax.energy(cart, 0.0, q, qd))(sol.q, sol.qd)
     np.testing.assert_allclose(E, H[0], atol=1e-10)  # same datum: V = m g y
     np.testing.assert_allclose(H, H[0], atol=1e-10)
@@ -130,7 +168,11 @@ def test_cartesian_pendulum_drifts_with_a_poor_integrator():
     ts = jnp.linspace(0.0, 10.0, 101)
     drift = {}
     for name, solver, dt in (("euler", diffrax.Euler(), 1e-3), ("dopri8", diffrax.Dopri8(), None)):
-        kw = dict(solver=solver, dt0=dt, stepsize_controller=diffrax.ConstantStepSize()) if dt else {}
+        kw = (
+            dict(solver=solver, dt0=dt, stepsize_controller=diffrax.ConstantStepSize())
+            if dt
+            else {}
+        )
         sol = ukjax.simulate(cart, q0, qd0, ts, **kw)
         drift[name] = float(jnp.max(jnp.abs(jnp.sum(sol.q**2, axis=1) - 1.0)))
     assert drift["euler"] > 1e-2 > 1e-9 > drift["dopri8"]
@@ -146,7 +188,9 @@ def test_nonideal_properties_at_random_rank_deficient_constraints(rng):
         A, b = random_constraints(rng, m, n, rank=2)
         Q, C = rng.standard_normal(n), rng.standard_normal(n)
         qdd = np.asarray(ukjax.udwadia_kalaba(M, Q, A, b, C))
-        np.testing.assert_allclose(qdd, uk_reference(M, Q, A, b, C), rtol=1e-9, atol=1e-10)  # eqs 8-10
+        np.testing.assert_allclose(
+            qdd, uk_reference(M, Q, A, b, C), rtol=1e-9, atol=1e-10
+        )  # eqs 8-10
         np.testing.assert_allclose(A @ qdd, b, atol=1e-10 * np.abs(b).max())  # 1
         Qi, Qni = (np.asarray(f) for f in ukjax.constraint_forces(M, Q, A, b, C))
         G = np.asarray(ukjax.weighted_pinv(A, M))
@@ -176,7 +220,7 @@ def test_coulomb_bead_closed_form_and_power_balance():
     q0, qd0 = bead.initial_state(v0)
     ts = jnp.linspace(0.0, 6.0, 61)
     sol = ukjax.simulate(bead, q0, qd0, ts)
-    v_ex, s_ex = bead.exact_speed(ts, v0)
+    v_ex, s_ex = coulomb_bead_exact_speed(bead, ts, v0)
     np.testing.assert_allclose(jnp.linalg.norm(sol.qd, axis=1), v_ex, rtol=1e-10)
     angle = np.unwrap(np.arctan2(np.asarray(sol.q[:, 1]), np.asarray(sol.q[:, 0])))
     np.testing.assert_allclose(bead.R * angle, s_ex, atol=1e-10)
@@ -184,7 +228,9 @@ def test_coulomb_bead_closed_form_and_power_balance():
     v = jnp.linalg.norm(sol.qd, axis=1)
     N = jnp.linalg.norm(d.Qc_ideal, axis=1)
     np.testing.assert_allclose(N, bead.mass * v_ex**2 / bead.R, rtol=1e-10)  # normal force
-    np.testing.assert_allclose(jnp.sum(d.Qc_nonideal * sol.qd, axis=1), -bead.mu * N * v, rtol=1e-10)
+    np.testing.assert_allclose(
+        jnp.sum(d.Qc_nonideal * sol.qd, axis=1), -bead.mu * N * v, rtol=1e-10
+    )
     power_scale = float(jnp.max(N * v))  # ideal power vanishes up to the solver's error
     np.testing.assert_allclose(jnp.sum(d.Qc_ideal * sol.qd, axis=1), 0.0, atol=1e-10 * power_scale)
     E = jax.vmap(lambda q, qd: ukjax.energy(bead, 0.0, q, qd))(sol.q, sol.qd)
@@ -208,17 +254,27 @@ def test_ellipse_constraint_force_equals_seed_formulas(rng):
     """UK F^c equals eqs 251-253 and eq 269, and is normal to the ellipse."""
     for _ in range(3):
         s = EllipseSpringParticle(
-            mass=rng.uniform(0.5, 2), K=rng.uniform(0.5, 2), a_e=rng.uniform(0.5, 2),
-            b_e=rng.uniform(0.5, 2), c_e=rng.uniform(0.5, 2), x0=rng.uniform(-1, 1),
+            mass=rng.uniform(0.5, 2),
+            K=rng.uniform(0.5, 2),
+            a_e=rng.uniform(0.5, 2),
+            b_e=rng.uniform(0.5, 2),
+            c_e=rng.uniform(0.5, 2),
+            x0=rng.uniform(-1, 1),
         )
         for q, qd in _ellipse_states(rng, s, 4):
             M, Q = ukjax.mass_and_force(s, 0.0, q, qd)
             A, b = ukjax.constraint_matrices(s, 0.0, q, qd)
             Fc, _ = ukjax.constraint_forces(M, Q, A, b)
-            np.testing.assert_allclose(Fc, s.kane_constraint_force(q, qd), rtol=1e-10, atol=1e-12)
-            np.testing.assert_allclose(Fc, s.normal_constraint_force(q, qd), rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(
+                Fc, ellipse_kane_constraint_force(s, q, qd), rtol=1e-10, atol=1e-12
+            )
+            np.testing.assert_allclose(
+                Fc, ellipse_normal_constraint_force(s, q, qd), rtol=1e-10, atol=1e-12
+            )
             grad = np.array([2 * s.a_e * (q[0] - s.x0), 2 * s.b_e * q[1]])
-            assert abs(Fc[0] * grad[1] - Fc[1] * grad[0]) < 1e-10 * np.linalg.norm(Fc) * np.linalg.norm(grad)
+            assert abs(Fc[0] * grad[1] - Fc[1] * grad[0]) < 1e-10 * np.linalg.norm(
+                Fc
+            ) * np.linalg.norm(grad)
 
 
 def test_ellipse_trajectory_matches_minimal_coordinates():
@@ -247,17 +303,24 @@ def test_ellipse_trajectory_matches_minimal_coordinates():
 # --- appell_hamel (seed 004 Ex. 3.1 and §3.7) -----------------------------------------
 
 
+APPELL_HAMEL = {"linear": AppellHamelWheel, "nonlinear": AppellHamelWheelNonlinear}
+
+
 @pytest.fixture(scope="module")
 def appell_hamel_runs():
     ts = np.linspace(0.0, 10.0, 101)
     runs = {}
     for form in ("linear", "nonlinear"):
-        s = AppellHamelWheel(formulation=form)
+        s = APPELL_HAMEL[form]()
         q0, qd0 = s.initial_state()
         runs[form] = (s, ukjax.simulate(s, q0, qd0, jnp.asarray(ts)))
     s = runs["linear"][0]
     q0, qd0 = s.initial_state()
-    ref = _dop853(lambda t, y: np.asarray(s.reduced_rhs(t, jnp.asarray(y))), np.r_[q0, qd0[:2]], ts)
+    ref = _dop853(
+        lambda t, y: np.asarray(appell_hamel_reduced_rhs(s, t, jnp.asarray(y))),
+        np.r_[q0, qd0[:2]],
+        ts,
+    )
     return ts, runs, ref
 
 
@@ -275,7 +338,7 @@ def test_appell_hamel_invariants(appell_hamel_runs):
         E = jax.vmap(lambda q, qd: ukjax.energy(s, 0.0, q, qd))(sol.q, sol.qd)
         np.testing.assert_allclose(E, E[0], atol=1e-8 * abs(float(E[0])), err_msg=form)
         for other in ("linear", "nonlinear"):  # each run satisfies both constraint sets
-            other_sys = AppellHamelWheel(formulation=other)
+            other_sys = APPELL_HAMEL[other]()
             r = jax.vmap(lambda t, q, qd: ukjax.constraint_residuals(other_sys, t, q, qd))(
                 jnp.asarray(ts), sol.q, sol.qd
             )

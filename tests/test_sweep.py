@@ -34,7 +34,9 @@ def _params():
 def reference():
     """The whole batch in memory, in one chunk."""
     q0, qd0 = _batch()
-    return ukjax.sweep(CartesianPendulum(), q0, qd0, TS, params=_params(), chunk_size=B, progress=False)
+    return ukjax.sweep(
+        CartesianPendulum(), q0, qd0, TS, params=_params(), chunk_size=B, progress=False
+    )
 
 
 def test_matches_individual_simulations(reference):
@@ -42,23 +44,44 @@ def test_matches_individual_simulations(reference):
     assert reference.q.shape == (B, 6, 2) and reference.ok.all()
     for i in (0, 5, B - 1):  # each trajectory with its own gravity
         sol = ukjax.simulate(CartesianPendulum(g=float(_params()["g"][i])), q0[i], qd0[i], TS)
-        np.testing.assert_allclose(reference.q[i], sol.q, rtol=0, atol=1e-10)  # solver rtol 1e-12; batching changes rounding
+        np.testing.assert_allclose(
+            reference.q[i], sol.q, rtol=0, atol=1e-10
+        )  # solver rtol 1e-12; batching changes rounding
 
 
 def test_chunked_and_final_only(reference, tmp_path):
     q0, qd0 = _batch()
-    r = ukjax.sweep(CartesianPendulum(), q0, qd0, TS, params=_params(), chunk_size=5,
-                    save="final", out=tmp_path, progress=False)
+    r = ukjax.sweep(
+        CartesianPendulum(),
+        q0,
+        qd0,
+        TS,
+        params=_params(),
+        chunk_size=5,
+        save_final_only=True,
+        out=tmp_path,
+        progress=False,
+    )
     assert r.chunks_computed == 3 and r.q.shape == (B, 1, 2)  # 5 + 5 + 2 (padded)
-    np.testing.assert_allclose(r.q[:, 0], reference.q[:, -1], rtol=0, atol=1e-10)  # solver rtol 1e-12; batching changes rounding
+    np.testing.assert_allclose(
+        r.q[:, 0], reference.q[:, -1], rtol=0, atol=1e-10
+    )  # solver rtol 1e-12; batching changes rounding
 
 
 def test_vector_width_groups_give_the_same_result(reference):
-    """A device's share run as a loop over groups of `vector_width` (the CPU default) equals
+    """A device's share run as a loop over groups of `vector_width` equals
     the whole batch at once; the chunk is rounded up to whole groups (5 -> 6 = 2 x 3)."""
     q0, qd0 = _batch()
-    r = ukjax.sweep(CartesianPendulum(), q0, qd0, TS, params=_params(), chunk_size=5,
-                    vector_width=3, progress=False)
+    r = ukjax.sweep(
+        CartesianPendulum(),
+        q0,
+        qd0,
+        TS,
+        params=_params(),
+        chunk_size=5,
+        vector_width=3,
+        progress=False,
+    )
     assert r.chunks_computed == 2 and r.ok.all()
     np.testing.assert_allclose(r.q, reference.q, rtol=0, atol=1e-10)
     with pytest.raises(ValueError, match="vector_width must be"):
@@ -79,18 +102,37 @@ def test_resumes_after_an_interruption(reference, tmp_path):
             raise Stop
 
     with pytest.raises(Stop):
-        ukjax.sweep(CartesianPendulum(), q0, qd0, TS, params=_params(), chunk_size=3, out=tmp_path,
-                    progress=False, on_chunk=interrupt)
+        ukjax.sweep(
+            CartesianPendulum(),
+            q0,
+            qd0,
+            TS,
+            params=_params(),
+            chunk_size=3,
+            out=tmp_path,
+            progress=False,
+            on_chunk=interrupt,
+        )
     done = sorted(p.name for p in tmp_path.glob("chunk_*.npz"))
     assert done == ["chunk_000000.npz", "chunk_000001.npz"]
     with pytest.raises(FileNotFoundError, match="2 of 4 chunks are missing"):
         ukjax.load_sweep(tmp_path)
     mtimes = {p: os.stat(tmp_path / p).st_mtime_ns for p in done}
-    r = ukjax.sweep(CartesianPendulum(), q0, qd0, TS, params=_params(), chunk_size=3, out=tmp_path,
-                    progress=False)
+    r = ukjax.sweep(
+        CartesianPendulum(),
+        q0,
+        qd0,
+        TS,
+        params=_params(),
+        chunk_size=3,
+        out=tmp_path,
+        progress=False,
+    )
     assert (r.chunks_loaded, r.chunks_computed) == (2, 2)
     assert all(os.stat(tmp_path / p).st_mtime_ns == t for p, t in mtimes.items())  # not recomputed
-    np.testing.assert_allclose(r.q, reference.q, rtol=0, atol=1e-10)  # solver rtol 1e-12; batching changes rounding
+    np.testing.assert_allclose(
+        r.q, reference.q, rtol=0, atol=1e-10
+    )  # solver rtol 1e-12; batching changes rounding
     np.testing.assert_array_equal(ukjax.load_sweep(tmp_path).q, r.q)
 
 
@@ -98,8 +140,15 @@ def test_refuses_a_folder_of_another_sweep(tmp_path):
     q0, qd0 = _batch()
     ukjax.sweep(CartesianPendulum(), q0, qd0, TS, chunk_size=B, out=tmp_path, progress=False)
     with pytest.raises(ValueError, match="different sweep"):
-        ukjax.sweep(CartesianPendulum(length=1.0, g=3.0), q0, qd0, TS, chunk_size=B, out=tmp_path,
-                    progress=False)
+        ukjax.sweep(
+            CartesianPendulum(length=1.0, g=3.0),
+            q0,
+            qd0,
+            TS,
+            chunk_size=B,
+            out=tmp_path,
+            progress=False,
+        )
 
 
 def test_bad_inputs():
@@ -108,8 +157,10 @@ def test_bad_inputs():
         ukjax.sweep(CartesianPendulum(), q0, qd0, TS, params={"mass_typo": jnp.ones(B)})
     with pytest.raises(ValueError, match="ambiguous"):
         ukjax.sweep(CartesianPendulum(), q0, qd0, TS, params={"g": jnp.ones(B + 1)})
-    with pytest.raises(ValueError, match="save must be"):
-        ukjax.sweep(CartesianPendulum(), q0, qd0, TS, save="all")
+    with pytest.raises(ValueError, match="vector_width must be"):
+        ukjax.sweep(CartesianPendulum(), q0, qd0, TS, vector_width="auto")
+    with pytest.raises(ValueError, match="chunk_size must be"):
+        ukjax.sweep(CartesianPendulum(), q0, qd0, TS, chunk_size=0)
 
 
 _SCRIPT = textwrap.dedent(
@@ -138,29 +189,59 @@ _SCRIPT = textwrap.dedent(
 
 def _run(tmp_path, out, kill_after, chunk, devices=1):
     script = tmp_path / "run.py"
-    script.write_text(_SCRIPT.format(tests=os.path.dirname(__file__), kill_after=kill_after,
-                                     chunk=chunk, out=str(out)))
-    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
-               JAX_PLATFORMS="cpu")
-    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          env=env, timeout=300)
+    script.write_text(
+        _SCRIPT.format(
+            tests=os.path.dirname(__file__), kill_after=kill_after, chunk=chunk, out=str(out)
+        )
+    )
+    env = dict(
+        os.environ,
+        XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+        JAX_PLATFORMS="cpu",
+    )
+    return subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
+@pytest.mark.slow
 def test_resumes_after_sigkill_and_shards_over_two_devices(reference, tmp_path):
     out = tmp_path / "sweep"
     killed = _run(tmp_path, out, kill_after=1, chunk=4, devices=2)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
-    assert sorted(p.name for p in out.glob("chunk_*.npz")) == ["chunk_000000.npz", "chunk_000001.npz"]
+    assert sorted(p.name for p in out.glob("chunk_*.npz")) == [
+        "chunk_000000.npz",
+        "chunk_000001.npz",
+    ]
     done = _run(tmp_path, out, kill_after=-1, chunk=4, devices=2)
     assert done.returncode == 0, done.stderr
     assert "devices 2 computed 1 loaded 2" in done.stdout
-    np.testing.assert_allclose(np.load(out / "q.npy"), reference.q, rtol=0, atol=1e-10)  # solver rtol 1e-12; batching changes rounding
+    np.testing.assert_allclose(
+        np.load(out / "q.npy"), reference.q, rtol=0, atol=1e-10
+    )  # solver rtol 1e-12; batching changes rounding
 
 
 def test_command_line(tmp_path):
     out = tmp_path / "cli"
-    cmd = [sys.executable, "-m", "ukjax", "sweep", "--system", "pendulum", "--batch", "10",
-           "--chunk", "4", "--t1", "0.5", "--saves", "3", "--out", str(out), "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ukjax",
+        "sweep",
+        "--system",
+        "pendulum",
+        "--batch",
+        "10",
+        "--chunk",
+        "4",
+        "--t1",
+        "0.5",
+        "--saves",
+        "3",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
     assert "3 chunks computed, 0 resumed" in first.stdout

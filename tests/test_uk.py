@@ -4,19 +4,29 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import null_space, random_constraints, random_spd, uk_reference
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ukjax
+from references import null_space, random_constraints, random_spd, uk_reference
 
 
-METHODS = ["auto", "svd", "lapack", "unrolled"]
+SOLVERS = {
+    "auto": ukjax.CholeskyWithFallback(),
+    "svd": ukjax.SVD(),
+    "lapack": ukjax.CholeskyWithFallback(kernels=ukjax.LapackKernels()),
+    "unrolled": ukjax.CholeskyWithFallback(kernels=ukjax.UnrolledKernels()),
+    "svd-unrolled": ukjax.SVD(kernels=ukjax.UnrolledKernels()),
+}
+METHODS = list(SOLVERS)
 
 
 @st.composite
 def problems(draw):
-    n = draw(st.integers(2, 6))
-    m = draw(st.integers(1, 5))
+    # A few shapes (compiled once each and shared by the tests of this file); the rank, the
+    # conditioning, C and the values vary freely.
+    n = draw(st.sampled_from([2, 4, 6]))
+    m = draw(st.sampled_from([1, 3, 5]))
     rank = draw(st.integers(1, min(m, n)))
     seed = draw(st.integers(0, 2**31 - 1))
     with_C = draw(st.booleans())
@@ -28,18 +38,40 @@ def problems(draw):
     return M, Q, A, b, C
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(problems(), st.sampled_from(METHODS))
 def test_matches_dense_reference(problem, method):
     M, Q, A, b, C = problem
-    qdd = ukjax.udwadia_kalaba(M, Q, A, b, C, method=method)
+    qdd = ukjax.udwadia_kalaba(M, Q, A, b, C, uk_solver=SOLVERS[method])
     ref = uk_reference(M, Q, A, b, C)
     np.testing.assert_allclose(qdd, ref, rtol=1e-7, atol=1e-7 * (1 + np.abs(ref).max()))
     # The constraints hold exactly (b is consistent by construction).
     np.testing.assert_allclose(A @ np.asarray(qdd), b, atol=1e-8 * (1 + np.abs(b).max()))
 
 
-@settings(max_examples=25, deadline=None)
+@st.composite
+def full_rank_problems(draw):
+    n = draw(st.sampled_from([3, 10]))
+    m = draw(st.sampled_from([1, 3]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
+    M = random_spd(rng, n, cond=draw(st.sampled_from([1.0, 10.0, 1e4])))
+    A, b = random_constraints(rng, m, n, m)
+    C = rng.standard_normal(n) if draw(st.booleans()) else None
+    return M, rng.standard_normal(n), A, b, C
+
+
+@settings(max_examples=12, deadline=None)
+@given(full_rank_problems(), st.sampled_from(["lapack", "unrolled"]))
+def test_cholesky_solver_matches_dense_reference_at_full_row_rank(problem, kernels):
+    """ukjax.Cholesky (no fallback) against the independent NumPy reference."""
+    M, Q, A, b, C = problem
+    k = ukjax.LapackKernels() if kernels == "lapack" else ukjax.UnrolledKernels()
+    qdd = ukjax.udwadia_kalaba(M, Q, A, b, C, uk_solver=ukjax.Cholesky(kernels=k))
+    ref = uk_reference(M, Q, A, b, C)
+    np.testing.assert_allclose(qdd, ref, rtol=1e-7, atol=1e-7 * (1 + np.abs(ref).max()))
+
+
+@settings(max_examples=15, deadline=None)
 @given(problems())
 def test_gauss_principle(problem):
     """The ideal UK acceleration minimises (qdd - a)^T M (qdd - a) over A qdd = b."""
@@ -58,7 +90,7 @@ def test_gauss_principle(problem):
     np.testing.assert_allclose(N.T @ M @ (qdd - a), 0, atol=1e-8 * (1 + np.abs(M @ a).max()))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(problems())
 def test_forces_virtual_work_and_m_orthogonality(problem):
     M, Q, A, b, C = problem
@@ -85,10 +117,10 @@ def test_duplicated_and_scaled_rows_change_nothing(rng, method):
     M = random_spd(rng, n)
     Q = rng.standard_normal(n)
     A, b = random_constraints(rng, 2, n, 2)
-    base = ukjax.udwadia_kalaba(M, Q, A, b, method=method)
+    base = ukjax.udwadia_kalaba(M, Q, A, b, uk_solver=SOLVERS[method])
     A_dup = np.vstack([A, A[:1], 3.0 * A[1:2], np.zeros((1, n))])
     b_dup = np.concatenate([b, b[:1], 3.0 * b[1:2], [0.0]])
-    dup = ukjax.udwadia_kalaba(M, Q, A_dup, b_dup, method=method)
+    dup = ukjax.udwadia_kalaba(M, Q, A_dup, b_dup, uk_solver=SOLVERS[method])
     np.testing.assert_allclose(dup, base, rtol=1e-10, atol=1e-10)
 
 
@@ -97,13 +129,15 @@ def test_methods_agree_for_full_row_rank(rng):
         M = random_spd(rng, n)
         Q = rng.standard_normal(n)
         A, b = random_constraints(rng, m, n, m)
-        kinds = ("auto", "svd", "cholesky", "lapack") + (("unrolled",) if n <= 8 else ())
-        outs = [ukjax.udwadia_kalaba(M, Q, A, b, method=k) for k in kinds]
+        kinds = [SOLVERS[k] for k in ("auto", "svd", "lapack", "svd-unrolled")]
+        kinds += [ukjax.Cholesky(), ukjax.SVD(kernels=ukjax.LapackKernels())]
+        kinds += [SOLVERS["unrolled"]] if n <= 8 else []
+        outs = [ukjax.udwadia_kalaba(M, Q, A, b, uk_solver=k) for k in kinds]
         for o in outs[1:]:
             np.testing.assert_allclose(o, outs[0], rtol=1e-9, atol=1e-9)
 
 
-@pytest.mark.parametrize("rank", [3, 2])
+@pytest.mark.parametrize("rank", [pytest.param(3, marks=pytest.mark.slow), 2])
 def test_unrolled_and_lapack_kernels_agree_in_value_and_gradient(rng, rank):
     """The fused small-n kernels are the same exact algorithm as the LAPACK ones: equal
     values and Jacobians with respect to every input, also at redundant rows (SVD branch)."""
@@ -113,9 +147,11 @@ def test_unrolled_and_lapack_kernels_agree_in_value_and_gradient(rng, rank):
     A, b = random_constraints(rng, 3, n, rank)
     C = rng.standard_normal(n)
     f = lambda method: jax.jacfwd(
-        lambda *x: ukjax.udwadia_kalaba(*x, method=method), argnums=(0, 1, 2, 3, 4)
+        lambda *x: ukjax.udwadia_kalaba(*x, uk_solver=SOLVERS[method]), argnums=(0, 1, 2, 3, 4)
     )(M, Q, A, b, C)
-    vals = [ukjax.udwadia_kalaba(M, Q, A, b, C, method=k) for k in ("unrolled", "lapack")]
+    vals = [
+        ukjax.udwadia_kalaba(M, Q, A, b, C, uk_solver=SOLVERS[k]) for k in ("unrolled", "lapack")
+    ]
     np.testing.assert_allclose(vals[0], vals[1], rtol=1e-11, atol=1e-11)
     for J_u, J_l in zip(f("unrolled"), f("lapack")):
         assert np.all(np.isfinite(J_u))
@@ -123,7 +159,7 @@ def test_unrolled_and_lapack_kernels_agree_in_value_and_gradient(rng, rank):
 
 
 def test_cholesky_method_is_wrong_for_redundant_rows_but_auto_is_exact(rng):
-    """The documented limitation of the fast path, and that 'auto' falls back."""
+    """The documented limitation of the fast path, and that the default falls back."""
     n = 4
     M = random_spd(rng, n)
     Q = rng.standard_normal(n)
@@ -131,7 +167,7 @@ def test_cholesky_method_is_wrong_for_redundant_rows_but_auto_is_exact(rng):
     A2, b2 = np.vstack([A, A]), np.concatenate([b, b])
     ref = uk_reference(M, Q, A2, b2)
     np.testing.assert_allclose(ukjax.udwadia_kalaba(M, Q, A2, b2), ref, rtol=1e-9, atol=1e-9)
-    fast = ukjax.udwadia_kalaba(M, Q, A2, b2, method="cholesky", check=False)
+    fast = ukjax.udwadia_kalaba(M, Q, A2, b2, uk_solver=ukjax.Cholesky(), check=False)
     assert not np.allclose(fast, ref, rtol=1e-6)
 
 
@@ -172,8 +208,10 @@ def test_float32_works(rng):
         Q = rng.standard_normal(5)
         A, b = random_constraints(rng, 3, 5, 2)
         qdd = ukjax.udwadia_kalaba(
-            jnp.asarray(M, jnp.float32), jnp.asarray(Q, jnp.float32),
-            jnp.asarray(A, jnp.float32), jnp.asarray(b, jnp.float32),
+            jnp.asarray(M, jnp.float32),
+            jnp.asarray(Q, jnp.float32),
+            jnp.asarray(A, jnp.float32),
+            jnp.asarray(b, jnp.float32),
         )
         assert qdd.dtype == jnp.float32
         ref = uk_reference(M, Q, A, b)
@@ -188,5 +226,6 @@ def test_jit_and_vmap(rng):
     As, bs = np.stack(As), np.stack(bs)
     out = jax.jit(jax.vmap(ukjax.udwadia_kalaba))(Ms, Qs, As, bs)
     for i in range(batch):
-        np.testing.assert_allclose(out[i], uk_reference(Ms[i], Qs[i], As[i], bs[i]),
-                                   rtol=1e-8, atol=1e-8)
+        np.testing.assert_allclose(
+            out[i], uk_reference(Ms[i], Qs[i], As[i], bs[i]), rtol=1e-8, atol=1e-8
+        )

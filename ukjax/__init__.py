@@ -3,55 +3,160 @@ Udwadia-Kalaba equation, in JAX.
 
 The public API:
 
-- :func:`udwadia_kalaba`, :func:`constraint_forces`: the UK equation for one state.
-- :func:`weighted_pinv`: the M-weighted Moore-Penrose inverse $A_M^+$.
+- :func:`udwadia_kalaba`, :func:`constraint_forces`, :func:`uk_terms`: the UK equation
+  for one state; :func:`weighted_pinv`: the M-weighted Moore-Penrose inverse $A_M^+$.
+- UK solver strategies: :class:`CholeskyWithFallback` (default), :class:`SVD`,
+  :class:`Cholesky`; kernel backends :class:`AutoKernels` (default),
+  :class:`UnrolledKernels`, :class:`LapackKernels`.
 - :class:`System`: subclass it to describe a mechanical system.
 - :func:`constraint_matrices`, :func:`mass_and_force`, :func:`acceleration`,
   :func:`energy`, :func:`kinetic_energy`: the model at one state.
 - :func:`simulate`, :class:`Solution`: integrate with diffrax.
+- Stabilisation strategies: :class:`Baumgarte`, :class:`Projection`,
+  :class:`NoStabilization` (base :class:`AbstractStabilization`).
+- Initial-condition policies: :class:`CheckInitial` (default), :class:`ProjectInitial`,
+  :class:`IgnoreInitial`; :func:`constraint_residuals`, :func:`project_initial_conditions`.
+- :func:`diagnostics`: residuals, energy and constraint forces along a solution.
 - :func:`sweep`, :func:`load_sweep`: chunked, sharded, resumable batched sweeps.
-- :func:`constraint_residuals`, :func:`project_initial_conditions`: consistency.
-- :mod:`ukjax.systems`: ready-made seed systems.
+- :func:`fit`, :class:`TrajectoryData`, :func:`trajectory_loss`, :func:`predict`:
+  identification and control with optax.
+- :class:`KuttaMerson`, :class:`RK4`: fixed-step Runge-Kutta methods as diffrax solvers.
+- :mod:`ukjax.systems`: ready-made systems from the literature.
+
+References (cited by short name in the docstrings):
+
+- Udwadia and Kalaba 1992: F. E. Udwadia, R. E. Kalaba, *A new perspective on
+  constrained motion*, Proc. R. Soc. Lond. A 439 (1992) 407-410.
+- Udwadia 2004: F. E. Udwadia, *On constrained motion*, Appl. Math. Comput. (2004/2005).
+- Zhao et al. 2018: X.-M. Zhao, Y.-H. Chen, H. Zhao, F.-F. Dong, *Udwadia-Kalaba
+  equation for constrained mechanical systems: formulation and applications*, Chin. J.
+  Mech. Eng. 31 (2018).
+- Bajodah 2003: A. H. Bajodah, *Acceleration Constraints in Modeling and Control of
+  Nonholonomic Systems*, PhD thesis, Georgia Institute of Technology (2003).
+- Pamplona 2021: J. F. Pamplona, *Udwadia-Kalaba Method for Obtaining the Dynamics of
+  Constrained Systems*, graduation project (2021).
+- *On Dynamics* 2020: lecture notes *On Dynamics* (spring 2020).
 """
 
 import importlib.metadata
 
 from . import systems as systems
 from ._constraints import constraint_matrices as constraint_matrices
-from ._diagnostics import Diagnostics as Diagnostics, diagnostics as diagnostics
+from ._diagnostics import Diagnostics as Diagnostics
+from ._diagnostics import diagnostics as diagnostics
 from ._dynamics import (
     acceleration as acceleration,
+)
+from ._dynamics import (
     energy as energy,
+)
+from ._dynamics import (
     kinetic_energy as kinetic_energy,
+)
+from ._dynamics import (
     mass_and_force as mass_and_force,
 )
 from ._fit import (
     FitResult as FitResult,
+)
+from ._fit import (
     TrajectoryData as TrajectoryData,
+)
+from ._fit import (
     fit as fit,
+)
+from ._fit import (
     predict as predict,
+)
+from ._fit import (
     trajectory_loss as trajectory_loss,
 )
 from ._initial import (
-    ConstraintResiduals as ConstraintResiduals,
-    constraint_residuals as constraint_residuals,
-    project_initial_conditions as project_initial_conditions,
+    AbstractInitialConditions as AbstractInitialConditions,
+)
+from ._initial import (
+    CheckInitial as CheckInitial,
+)
+from ._initial import (
+    IgnoreInitial as IgnoreInitial,
+)
+from ._initial import (
+    ProjectInitial as ProjectInitial,
+)
+from ._integrators import RK4 as RK4
+from ._integrators import KuttaMerson as KuttaMerson
+from ._kernels import (
+    AbstractKernels as AbstractKernels,
+)
+from ._kernels import (
+    AutoKernels as AutoKernels,
+)
+from ._kernels import (
+    LapackKernels as LapackKernels,
+)
+from ._kernels import (
+    UnrolledKernels as UnrolledKernels,
 )
 from ._linalg import weighted_pinv as weighted_pinv
-from ._simulate import Solution as Solution, simulate as simulate
-from ._stabilization import (
-    Baumgarte as Baumgarte,
-    KuttaMerson as KuttaMerson,
-    RK4 as RK4,
+from ._projection import (
     Projection as Projection,
 )
-from ._sweep import SweepResult as SweepResult, load_sweep as load_sweep, sweep as sweep
+from ._projection import (
+    project_initial_conditions as project_initial_conditions,
+)
+from ._residuals import (
+    ConstraintResiduals as ConstraintResiduals,
+)
+from ._residuals import (
+    constraint_residuals as constraint_residuals,
+)
+from ._simulate import Solution as Solution
+from ._simulate import simulate as simulate
+from ._stabilization import (
+    AbstractStabilization as AbstractStabilization,
+)
+from ._stabilization import (
+    Baumgarte as Baumgarte,
+)
+from ._stabilization import (
+    NoStabilization as NoStabilization,
+)
+from ._sweep import (
+    RESULT_NAMES as RESULT_NAMES,
+)
+from ._sweep import (
+    SweepResult as SweepResult,
+)
+from ._sweep import (
+    load_sweep as load_sweep,
+)
+from ._sweep import (
+    sweep as sweep,
+)
 from ._system import System as System
 from ._uk import (
     UKTerms as UKTerms,
+)
+from ._uk import (
     constraint_forces as constraint_forces,
+)
+from ._uk import (
     udwadia_kalaba as udwadia_kalaba,
+)
+from ._uk import (
     uk_terms as uk_terms,
+)
+from ._uk_solvers import (
+    SVD as SVD,
+)
+from ._uk_solvers import (
+    AbstractUKSolver as AbstractUKSolver,
+)
+from ._uk_solvers import (
+    Cholesky as Cholesky,
+)
+from ._uk_solvers import (
+    CholeskyWithFallback as CholeskyWithFallback,
 )
 
 

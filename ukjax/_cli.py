@@ -1,5 +1,5 @@
-"""Command line: ``ukjax demo`` runs a batched seed simulation and writes a plot;
-``ukjax sweep`` runs a large, chunked, resumable sweep of a seed system."""
+"""Command line: ``ukjax demo`` runs a batched simulation of a published case and writes a plot;
+``ukjax sweep`` runs a large, chunked, resumable sweep of a system from the literature."""
 
 from __future__ import annotations
 
@@ -9,90 +9,137 @@ import os
 import sys
 import time
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 
-def _demo(args) -> int:
-    import jax
+from . import __version__
+from ._dynamics import energy
+from ._residuals import constraint_residuals
+from ._simulate import simulate
+from ._sweep import sweep
+from .systems import CartesianPendulum, DoubleRodPendulum, DuffingOscillator, PlanarChain
+
+
+def _x64(args):
 
     jax.config.update("jax_enable_x64", not args.float32)
-    import jax.numpy as jnp
-    import numpy as np
 
-    import ukjax
-    from ukjax.systems import DoubleRodPendulum
 
-    sys_ = DoubleRodPendulum()  # seed 000 §3.4: L1 = L2 = 1, g = 10
+def _demo_run(args):
+    """Simulate the batch twice (compile + run, then run) and return what was measured."""
+
+    system = DoubleRodPendulum()  # Pamplona 2021, §3.4: L1 = L2 = 1, g = 10
     B = args.batch
     ts = jnp.linspace(0.0, args.t1, 301)
-    yd0 = jnp.linspace(1.0, 6.0, B)  # sweep the initial speed along y (seed value: 4)
+    yd0 = jnp.linspace(1.0, 6.0, B)  # sweep the initial speed along y (the thesis' value: 4)
     q0 = jnp.tile(jnp.array([1.0, 0.0, 0.0]), (B, 1))
     qd0 = jnp.stack([jnp.zeros(B), yd0, jnp.zeros(B)], axis=1)
-
-    run = jax.jit(jax.vmap(lambda a, b: ukjax.simulate(sys_, a, b, ts)))
-    print(f"ukjax {ukjax.__version__} (JAX {jax.__version__}, {jax.devices()[0].platform}, "
-          f"{'float32' if args.float32 else 'float64'})")
-    print(f"Doubly constrained 3-D pendulum (seed 000 §3.4), {B} initial speeds "
-          f"y'(0) in [1, 6], t in [0, {args.t1}]")
+    run = jax.jit(jax.vmap(lambda a, b: simulate(system, a, b, ts)))
     t0 = time.perf_counter()
     sol = jax.block_until_ready(run(q0, qd0))
     t_first = time.perf_counter() - t0
     t0 = time.perf_counter()
     sol = jax.block_until_ready(run(q0, qd0))
     t_run = time.perf_counter() - t0
+    res = jax.vmap(jax.vmap(lambda q, qd: constraint_residuals(system, 0.0, q, qd).max_abs()))(
+        sol.q, sol.qd
+    )
+    E = jax.vmap(jax.vmap(lambda q, qd: energy(system, 0.0, q, qd)))(sol.q, sol.qd)
+    return dict(
+        ts=ts,
+        yd0=yd0,
+        sol=sol,
+        res=res,
+        rel_E=jnp.abs(E - E[:, :1]) / jnp.abs(E[:, :1]),
+        t_first=t_first,
+        t_run=t_run,
+    )
 
-    res = jax.vmap(jax.vmap(lambda q, qd: ukjax.constraint_residuals(sys_, 0.0, q, qd).max_abs())
-                   )(sol.q, sol.qd)
-    E = jax.vmap(jax.vmap(lambda q, qd: ukjax.energy(sys_, 0.0, q, qd)))(sol.q, sol.qd)
-    dE = jnp.max(jnp.abs(E - E[:, :1]) / jnp.abs(E[:, :1]))
-    steps = np.asarray(sol.stats["num_steps"])
-    summary = {
-        "batch": B,
+
+def _demo_summary(args, m) -> dict:
+
+    steps = np.asarray(m["sol"].stats["num_steps"])
+    q = m["sol"].q
+    return {
+        "batch": args.batch,
         "t1": args.t1,
-        "compile_plus_first_run_s": t_first,
-        "run_s": t_run,
-        "trajectories_per_s": B / t_run,
+        "compile_plus_first_run_s": m["t_first"],
+        "run_s": m["t_run"],
+        "trajectories_per_s": args.batch / m["t_run"],
         "mean_steps": float(steps.mean()),
-        "max_constraint_residual": float(res.max()),
-        "max_relative_energy_error": float(dE),
-        "max_|x+z-1|": float(jnp.max(jnp.abs(sol.q[..., 0] + sol.q[..., 2] - 1.0))),
+        "max_constraint_residual": float(m["res"].max()),
+        "max_relative_energy_error": float(m["rel_E"].max()),
+        "max_|x+z-1|": float(jnp.max(jnp.abs(q[..., 0] + q[..., 2] - 1.0))),
     }
-    print(f"  compile + first run : {t_first:8.2f} s")
-    print(f"  run (compiled)      : {t_run:8.3f} s  ({B / t_run:,.0f} trajectories/s, "
-          f"{steps.mean():.0f} adaptive steps each on average)")
-    print(f"  max constraint residual |phi|,|phi_dot| : {summary['max_constraint_residual']:.2e}")
-    print(f"  max relative energy error               : {summary['max_relative_energy_error']:.2e}")
-    print(f"  max |x + z - 1| (invariant of the seed)  : {summary['max_|x+z-1|']:.2e}")
 
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "demo_summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+
+def _demo_plot(args, m) -> str | None:
+
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("  (matplotlib not installed: pip install 'ukjax[plot]' for the figure)")
-        return 0
+        return None
+    B, ts, q = args.batch, m["ts"], m["sol"].q
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
     idx = np.linspace(0, B - 1, min(B, 12)).astype(int)
     cmap = plt.get_cmap("viridis")
     for j, i in enumerate(idx):
         c = cmap(j / max(len(idx) - 1, 1))
-        axes[0].plot(ts, sol.q[i, :, 2], color=c, lw=1)
-        axes[1].plot(ts, sol.q[i, :, 1], color=c, lw=1, label=f"y'(0)={float(yd0[i]):.2f}")
-    axes[0].set(xlabel="t", ylabel="z(t)", title="Out-of-plane motion z(t) (seed Fig. 8)")
-    axes[1].set(xlabel="t", ylabel="y(t)", title="y(t) (seed Fig. 8)")
+        axes[0].plot(ts, q[i, :, 2], color=c, lw=1)
+        axes[1].plot(ts, q[i, :, 1], color=c, lw=1, label=f"y'(0)={float(m['yd0'][i]):.2f}")
+    axes[0].set(xlabel="t", ylabel="z(t)", title="Out-of-plane motion z(t) (Pamplona 2021, Fig. 8)")
+    axes[1].set(xlabel="t", ylabel="y(t)", title="y(t) (Pamplona 2021, Fig. 8)")
     axes[1].legend(fontsize=6, ncol=2)
-    axes[2].semilogy(ts, np.maximum(np.asarray(res).max(axis=0), 1e-17), label="max constraint residual")
-    axes[2].semilogy(ts, np.maximum(np.asarray(jnp.abs(E - E[:, :1]) / jnp.abs(E[:, :1])).max(axis=0), 1e-17),
-                     label="max relative energy error")
+    floor = 1e-17
+    axes[2].semilogy(
+        ts, np.maximum(np.asarray(m["res"]).max(axis=0), floor), label="max constraint residual"
+    )
+    axes[2].semilogy(
+        ts, np.maximum(np.asarray(m["rel_E"]).max(axis=0), floor), label="max relative energy error"
+    )
     axes[2].set(xlabel="t", title=f"Invariants over all {B} runs")
     axes[2].legend()
     fig.suptitle("ukjax demo: doubly constrained pendulum, batched with jax.vmap")
     fig.tight_layout()
     path = os.path.join(args.out, "demo.png")
     fig.savefig(path, dpi=110)
-    print(f"  wrote {path} and {os.path.join(args.out, 'demo_summary.json')}")
+    return path
+
+
+def _demo(args) -> int:
+    _x64(args)
+
+    print(
+        f"ukjax {__version__} (JAX {jax.__version__}, {jax.devices()[0].platform}, "
+        f"{'float32' if args.float32 else 'float64'})"
+    )
+    print(
+        f"Doubly constrained 3-D pendulum (Pamplona 2021, §3.4), {args.batch} initial speeds "
+        f"y'(0) in [1, 6], t in [0, {args.t1}]"
+    )
+    m = _demo_run(args)
+    summary = _demo_summary(args, m)
+    print(f"  compile + first run : {m['t_first']:8.2f} s")
+    print(
+        f"  run (compiled)      : {m['t_run']:8.3f} s  ({summary['trajectories_per_s']:,.0f} "
+        f"trajectories/s, {summary['mean_steps']:.0f} adaptive steps each on average)"
+    )
+    print(f"  max constraint residual |phi|,|phi_dot| : {summary['max_constraint_residual']:.2e}")
+    print(f"  max relative energy error               : {summary['max_relative_energy_error']:.2e}")
+    print(f"  max |x + z - 1| (invariant of the case)  : {summary['max_|x+z-1|']:.2e}")
+    os.makedirs(args.out, exist_ok=True)
+    summary_path = os.path.join(args.out, "demo_summary.json")
+    with open(summary_path, "w") as f:
+        json.dump(summary, f, indent=2)
+    path = _demo_plot(args, m)
+    if path is None:
+        print("  (matplotlib not installed: pip install 'ukjax[plot]' for the figure)")
+    else:
+        print(f"  wrote {path} and {summary_path}")
     return 0
 
 
@@ -101,18 +148,13 @@ _SWEEP_SYSTEMS = ("double_rod", "duffing", "pendulum", "chain")
 
 def _sweep_batch(name, B, links, rng):
     """The system and a batch of consistent initial states for ``ukjax sweep``."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
 
-    from ukjax.systems import CartesianPendulum, DoubleRodPendulum, DuffingOscillator, PlanarChain
-
-    if name == "double_rod":  # seed 000 §3.4: the initial speed along y in [1, 6]
+    if name == "double_rod":  # Pamplona 2021, §3.4: the initial speed along y in [1, 6]
         s = DoubleRodPendulum()
         yd0 = jnp.asarray(rng.uniform(1.0, 6.0, B))
         q0 = jnp.tile(jnp.array([1.0, 0.0, 0.0]), (B, 1))
         return s, q0, jnp.stack([jnp.zeros(B), yd0, jnp.zeros(B)], axis=1)
-    if name == "duffing":  # seed 000 §3.3: common position and speed of the two masses
+    if name == "duffing":  # Pamplona 2021, §3.3: common position and speed of the two masses
         s = DuffingOscillator()
         x0, v0 = rng.uniform(-2.0, 2.0, B), rng.uniform(-3.0, 3.0, B)
         q0 = jnp.asarray(np.stack([x0, x0], axis=1))
@@ -130,67 +172,122 @@ def _sweep_batch(name, B, links, rng):
 
 
 def _sweep(args) -> int:
-    import jax
-
-    jax.config.update("jax_enable_x64", not args.float32)
-    import jax.numpy as jnp
-    import numpy as np
-
-    import ukjax
+    _x64(args)
 
     rng = np.random.default_rng(args.seed)
     s, q0, qd0 = _sweep_batch(args.system, args.batch, args.links, rng)
     ts = jnp.linspace(0.0, args.t1, args.saves)
-    print(f"ukjax {ukjax.__version__} (JAX {jax.__version__}, {len(jax.local_devices())} x "
-          f"{jax.devices()[0].platform}, {'float32' if args.float32 else 'float64'}): sweep of "
-          f"{args.batch} trajectories of {type(s).__name__}, t in [0, {args.t1}], chunks of "
-          f"{args.chunk}, into {args.out}/")
+    print(
+        f"ukjax {__version__} (JAX {jax.__version__}, {len(jax.local_devices())} x "
+        f"{jax.devices()[0].platform}, {'float32' if args.float32 else 'float64'}): sweep of "
+        f"{args.batch} trajectories of {type(s).__name__}, t in [0, {args.t1}], chunks of "
+        f"{args.chunk}, into {args.out}/"
+    )
     t0 = time.perf_counter()
-    width = "auto" if args.vector_width is None else (args.vector_width or None)
-    res = ukjax.sweep(s, q0, qd0, ts, out=args.out, chunk_size=args.chunk, vector_width=width,
-                      save="final" if args.final_only else "trajectory", progress=not args.quiet)
+    res = sweep(
+        s,
+        q0,
+        qd0,
+        ts,
+        out=args.out,
+        chunk_size=args.chunk,
+        vector_width=args.vector_width,
+        save_final_only=args.final_only,
+        progress=not args.quiet,
+    )
     wall = time.perf_counter() - t0
     summary = {
-        "system": type(s).__name__, "batch": args.batch, "t1": args.t1, "chunk_size": args.chunk,
-        "devices": res.devices, "chunks_computed": res.chunks_computed,
-        "chunks_resumed": res.chunks_loaded, "wall_s": wall, "failed": int((~res.ok).sum()),
-        "mean_steps": float(res.num_steps.mean()), "jax": jax.__version__,
+        "system": type(s).__name__,
+        "batch": args.batch,
+        "t1": args.t1,
+        "chunk_size": args.chunk,
+        "devices": res.devices,
+        "chunks_computed": res.chunks_computed,
+        "chunks_resumed": res.chunks_loaded,
+        "wall_s": wall,
+        "failed": int((~res.ok).sum()),
+        "mean_steps": float(res.num_steps.mean()),
+        "jax": jax.__version__,
         "dtype": "float32" if args.float32 else "float64",
     }
-    print(f"  {res.chunks_computed} chunks computed, {res.chunks_loaded} resumed from disk, "
-          f"{wall:.2f} s wall (compile included), {summary['failed']} failed trajectories, "
-          f"{summary['mean_steps']:.0f} steps per trajectory on average")
+    print(
+        f"  {res.chunks_computed} chunks computed, {res.chunks_loaded} resumed from disk, "
+        f"{wall:.2f} s wall (compile included), {summary['failed']} failed trajectories, "
+        f"{summary['mean_steps']:.0f} steps per trajectory on average"
+    )
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     print(f"  results: ukjax.load_sweep({args.out!r}); summary in {args.out}/summary.json")
     return 0 if summary["failed"] == 0 else 1
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _at_least_two(text: str) -> int:
+    value = _positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"expected at least 2 save times, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text}")
+    return value
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="ukjax", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="batched simulation of a seed system, summary + plot")
-    demo.add_argument("--batch", type=int, default=1024, help="number of trajectories")
-    demo.add_argument("--t1", type=float, default=3.0, help="final time")
+    demo = sub.add_parser(
+        "demo", help="batched simulation of a system from the literature, summary + plot"
+    )
+    demo.add_argument("--batch", type=_positive_int, default=1024, help="number of trajectories")
+    demo.add_argument("--t1", type=_positive_float, default=3.0, help="final time")
     demo.add_argument("--out", default="ukjax-demo", help="output folder")
     demo.add_argument("--float32", action="store_true", help="run in float32")
     demo.set_defaults(func=_demo)
     sw = sub.add_parser(
-        "sweep", help="large chunked sweep of a seed system, saved to disk, resumable",
-        description="Run a seed system over a large batch of random initial conditions, in "
+        "sweep",
+        help="large chunked sweep of a system from the literature, saved to disk, resumable",
+        description="Run a system from the literature over a large batch of random initial "
+        "conditions, in "
         "chunks sharded over all local devices, writing each finished chunk to --out. Run "
-        "the same command again to resume an interrupted sweep.")
-    sw.add_argument("--system", choices=_SWEEP_SYSTEMS, default="double_rod",
-                    help="double_rod: seed 000 §3.4; duffing: seed 000 §3.3; pendulum: Cartesian "
-                    "pendulum; chain: N-link planar chain")
-    sw.add_argument("--batch", type=int, default=4096, help="number of trajectories")
-    sw.add_argument("--t1", type=float, default=3.0, help="final time")
-    sw.add_argument("--saves", type=int, default=101, help="number of save times in [0, t1]")
-    sw.add_argument("--chunk", type=int, default=1024, help="trajectories per chunk")
-    sw.add_argument("--vector-width", type=int, default=None,
-                    help="trajectories advanced together per device (default: 128 on CPU, the "
-                    "whole chunk on GPU; 0: the whole chunk)")
-    sw.add_argument("--links", type=int, default=4, help="links of --system chain")
+        "the same command again to resume an interrupted sweep.",
+    )
+    sw.add_argument(
+        "--system",
+        choices=_SWEEP_SYSTEMS,
+        default="double_rod",
+        help="double_rod: Pamplona 2021 §3.4; duffing: Pamplona 2021 §3.3; pendulum: Cartesian "
+        "pendulum; chain: N-link planar chain",
+    )
+    sw.add_argument("--batch", type=_positive_int, default=4096, help="number of trajectories")
+    sw.add_argument("--t1", type=_positive_float, default=3.0, help="final time")
+    sw.add_argument(
+        "--saves", type=_at_least_two, default=101, help="number of save times in [0, t1]"
+    )
+    sw.add_argument("--chunk", type=_positive_int, default=1024, help="trajectories per chunk")
+    sw.add_argument(
+        "--vector-width",
+        type=_positive_int,
+        default=None,
+        help="trajectories advanced together per device (default: the device's "
+        "whole share of a chunk at once)",
+    )
+    sw.add_argument("--links", type=_positive_int, default=4, help="links of --system chain")
     sw.add_argument("--seed", type=int, default=0, help="random seed of the initial conditions")
     sw.add_argument("--out", default="ukjax-sweep", help="output folder (chunks, meta, summary)")
     sw.add_argument("--final-only", action="store_true", help="save only the final states")

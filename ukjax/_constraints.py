@@ -5,8 +5,8 @@ Holonomic $\varphi(q,t) = 0$, differentiated twice:
 $$\varphi_q\,\ddot q = -\big(\varphi_{tt} + 2\varphi_{qt}\dot q + \dot q^T\varphi_{qq}\dot q\big)
  = -\frac{d^2}{ds^2}\varphi(t+s,\,q+s\dot q)\Big|_{s=0}.$$
 
-(Seed 001 eq 30 omits the mixed term $2\varphi_{qt}\dot q$; it is included here, so moving
-supports such as $(x - s(t))^2 + y^2 - L^2$ are handled correctly.)
+(*On Dynamics*, lecture notes 2020, eq 30 omits the mixed term $2\varphi_{qt}\dot q$; it is
+included here, so moving supports such as $(x - s(t))^2 + y^2 - L^2$ are handled correctly.)
 
 Nonholonomic $\psi(q,\dot q,t) = 0$, possibly nonlinear in $\dot q$, differentiated once:
 
@@ -17,76 +17,36 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float
 
+from ._residuals import as_rows, has_holonomic, has_nonholonomic, phi, phi_second, psi
+from ._stabilization import AbstractStabilization, NoStabilization, check_stabilization
 from ._system import System, as_time, check_state
 
 
-def _as_rows(value, name: str, system: System, dtype) -> jax.Array:
-    value = jnp.asarray(value)
-    if value.ndim == 0:
-        value = value[None]
-    if value.ndim != 1:
-        raise ValueError(
-            f"{type(system).__name__}.{name} must return a 1-D array (one entry per "
-            f"constraint); got shape {value.shape}."
-        )
-    return value.astype(dtype)
+def _add(b, feedback):
+    return b if feedback is None else b + feedback
 
 
-def holonomic_rows(system: System, t, q, qd, stabilization=None):
-    r"""(A, b) rows of the holonomic constraints, or None.
-
-    With a :class:`~ukjax.Baumgarte` stabilization, b gains $-2\alpha\dot\varphi -
-    \beta^2\varphi$."""
-    if system.holonomic(t, q) is None:
+def holonomic_rows(system: System, t, q, qd, stabilization: AbstractStabilization):
+    r"""(A, b) rows of the holonomic constraints, or None; b gains the stabilisation's
+    holonomic feedback (Baumgarte: $-2\alpha\dot\varphi - \beta^2\varphi$)."""
+    if not has_holonomic(system, t, q):
         return None
-    phi = lambda t_, q_: _as_rows(system.holonomic(t_, q_), "holonomic", system, q.dtype)
-    A = jax.jacfwd(phi, argnums=1)(t, q)
-    one = jnp.ones((), q.dtype)
-    line = lambda s: phi(t + s, q + s * qd)
-    first = lambda s: jax.jvp(line, (s,), (one,))  # (phi, phi_dot) along the motion
-    (phi0, phid0), (_, phidd) = jax.jvp(first, (jnp.zeros((), q.dtype),), (one,))
-    b = -phidd
-    if _is_baumgarte(stabilization):
-        alpha = jnp.asarray(stabilization.alpha, q.dtype)
-        beta = jnp.asarray(stabilization.beta, q.dtype)
-        b = b - 2.0 * alpha * phid0 - beta**2 * phi0
-    return A, b
+    A = jax.jacfwd(lambda x: phi(system, t, x))(q)
+    phi0, phid0, phidd = phi_second(system, t, q, qd)
+    return A, _add(-phidd, stabilization.holonomic_feedback(phi0, phid0))
 
 
-def nonholonomic_rows(system: System, t, q, qd, stabilization=None):
-    r"""(A, b) rows of the nonholonomic constraints, or None.
-
-    With a :class:`~ukjax.Baumgarte` stabilization, b gains $-\alpha\psi$."""
-    if system.nonholonomic(t, q, qd) is None:
+def nonholonomic_rows(system: System, t, q, qd, stabilization: AbstractStabilization):
+    r"""(A, b) rows of the nonholonomic constraints, or None; b gains the stabilisation's
+    nonholonomic feedback (Baumgarte: $-\alpha\psi$)."""
+    if not has_nonholonomic(system, t, q, qd):
         return None
-    psi = lambda t_, q_, qd_: _as_rows(
-        system.nonholonomic(t_, q_, qd_), "nonholonomic", system, q.dtype
-    )
-    A = jax.jacfwd(psi, argnums=2)(t, q, qd)
+    A = jax.jacfwd(lambda v: psi(system, t, q, v))(qd)
     one = jnp.ones((), q.dtype)
-    psi0, psi_dot = jax.jvp(lambda t_, q_: psi(t_, q_, qd), (t, q), (one, qd))
-    b = -psi_dot
-    if _is_baumgarte(stabilization):
-        b = b - jnp.asarray(stabilization.alpha, q.dtype) * psi0
-    return A, b
-
-
-def _is_baumgarte(stabilization) -> bool:
-    from ._stabilization import Baumgarte
-
-    if stabilization is None:
-        return False
-    if isinstance(stabilization, Baumgarte):
-        return True
-    from ._stabilization import Projection
-
-    if isinstance(stabilization, Projection):
-        return False
-    raise TypeError(
-        "stabilization must be None, ukjax.Baumgarte(alpha, beta) or ukjax.Projection(); got "
-        f"{type(stabilization).__name__}."
-    )
+    psi0, psi_dot = jax.jvp(lambda t_, q_: psi(system, t_, q_, qd), (t, q), (one, qd))
+    return A, _add(-psi_dot, stabilization.nonholonomic_feedback(psi0))
 
 
 def raw_rows(system: System, t, q, qd):
@@ -101,7 +61,7 @@ def raw_rows(system: System, t, q, qd):
             f"{type(system).__name__}.acceleration_constraint must return a pair (A, b)."
         ) from None
     A = jnp.asarray(A, q.dtype)
-    b = _as_rows(b, "acceleration_constraint (b)", system, q.dtype)
+    b = as_rows(b, "acceleration_constraint (b)", system, q.dtype)
     if A.ndim == 1:
         A = A[None, :]
     if A.shape != (b.shape[0], q.shape[0]):
@@ -112,13 +72,39 @@ def raw_rows(system: System, t, q, qd):
     return A, b
 
 
-def constraint_matrices(system: System, t, q, qd, *, stabilization=None):
+def rows(system: System, t, q, qd, stabilization: AbstractStabilization = NoStabilization()):
+    """`(A, b)` for already validated `t`, `q`, `qd` (see :func:`constraint_matrices`)."""
+    blocks = [
+        blk
+        for blk in (
+            holonomic_rows(system, t, q, qd, stabilization),
+            nonholonomic_rows(system, t, q, qd, stabilization),
+            raw_rows(system, t, q, qd),
+        )
+        if blk is not None
+    ]
+    if not blocks:
+        return jnp.zeros((0, q.shape[0]), q.dtype), jnp.zeros((0,), q.dtype)
+    A = jnp.concatenate([blk[0] for blk in blocks], axis=0)
+    b = jnp.concatenate([blk[1] for blk in blocks], axis=0)
+    return A, b
+
+
+def constraint_matrices(
+    system: System,
+    t: ArrayLike,
+    q: Float[ArrayLike, " n"],
+    qd: Float[ArrayLike, " n"],
+    *,
+    stabilization: AbstractStabilization | None = None,
+) -> tuple[Float[Array, "m n"], Float[Array, " m"]]:
     r"""The stacked constraint rows $(A, b)$ of $A\ddot q = b$ at one state.
 
     Rows come in the order: holonomic (differentiated twice), nonholonomic
     (differentiated once), then raw `acceleration_constraint` rows. With
     `stabilization=ukjax.Baumgarte(alpha, beta)` the holonomic and nonholonomic rows of `b`
-    carry the Baumgarte feedback terms (raw rows are left as given).
+    carry the Baumgarte feedback terms (raw rows are left as given); in general, whatever
+    the stabilisation's `holonomic_feedback` and `nonholonomic_feedback` return.
 
     **Returns:** `A` of shape (m, n) and `b` of shape (m,); m = 0 when the system has no
     constraints.
@@ -132,19 +118,5 @@ def constraint_matrices(system: System, t, q, qd, *, stabilization=None):
         ([[1.2, -1.6]], [-2.0])
         >>> # A = 2 q^T and b = -2 |qd|^2
     """
-    q, qd = check_state(q, qd)
-    t = as_time(t, q.dtype)
-    blocks = [
-        rows
-        for rows in (
-            holonomic_rows(system, t, q, qd, stabilization),
-            nonholonomic_rows(system, t, q, qd, stabilization),
-            raw_rows(system, t, q, qd),
-        )
-        if rows is not None
-    ]
-    if not blocks:
-        return jnp.zeros((0, q.shape[0]), q.dtype), jnp.zeros((0,), q.dtype)
-    A = jnp.concatenate([blk[0] for blk in blocks], axis=0)
-    b = jnp.concatenate([blk[1] for blk in blocks], axis=0)
-    return A, b
+    q_, qd_ = check_state(q, qd)
+    return rows(system, as_time(t, q_.dtype), q_, qd_, check_stabilization(stabilization))

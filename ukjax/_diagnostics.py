@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 
-from ._dynamics import acceleration_terms, energy
-from ._initial import constraint_residuals
+from ._constraints import rows
+from ._dynamics import energy, evaluate
+from ._residuals import max_abs, residuals
+from ._stabilization import AbstractStabilization, check_stabilization
 from ._system import System, floatify
 
 
@@ -40,9 +41,7 @@ class Diagnostics(eqx.Module):
 
     def max_residual(self) -> jax.Array:
         """Largest |phi|, |phi_dot|, |psi| over the whole trajectory."""
-        parts = [jnp.max(jnp.abs(x), initial=0.0) for x in
-                 (self.position, self.velocity, self.nonholonomic)]
-        return jnp.max(jnp.stack(parts))
+        return max_abs(self.position, self.velocity, self.nonholonomic)
 
     def energy_drift(self) -> jax.Array:
         """$E(t) - E(t_0)$."""
@@ -63,8 +62,11 @@ class Diagnostics(eqx.Module):
         ts = np.asarray(self.ts)
         fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
         floor = 1e-18
-        for name, arr in (("|phi|", self.position), ("|phi_dot|", self.velocity),
-                          ("|psi|", self.nonholonomic)):
+        for name, arr in (
+            ("|phi|", self.position),
+            ("|phi_dot|", self.velocity),
+            ("|psi|", self.nonholonomic),
+        ):
             arr = np.asarray(arr)
             if arr.shape[-1]:
                 axes[0].semilogy(ts, np.maximum(np.abs(arr).max(axis=-1), floor), label=name)
@@ -90,12 +92,14 @@ class Diagnostics(eqx.Module):
         return fig
 
 
-def diagnostics(system: System, solution, *, stabilization=None) -> Diagnostics:
+def diagnostics(
+    system: System, solution, *, stabilization: AbstractStabilization | None = None
+) -> Diagnostics:
     r"""Constraint residuals, energy and constraint forces at every save time of `solution`.
 
     Pass the same `stabilization` as to :func:`ukjax.simulate` so that the forces and
-    accelerations are the ones that were integrated (a :class:`ukjax.Projection` needs
-    nothing: its integrated equation is the plain UK one).
+    accelerations are the ones that were integrated (a :class:`ukjax.Projection` changes
+    nothing here: its integrated equation is the plain UK one).
 
     Example:
         >>> import jax, jax.numpy as jnp, ukjax
@@ -108,25 +112,25 @@ def diagnostics(system: System, solution, *, stabilization=None) -> Diagnostics:
         >>> d.position.shape, bool(d.max_residual() < 1e-9)
         ((11, 1), True)
     """
-    from ._stabilization import baumgarte_part
-
-    system = floatify(system)
-    baumgarte = baumgarte_part(stabilization)
-    return _diagnostics(system, solution.ts, solution.q, solution.qd, floatify(baumgarte))
+    stabilization = floatify(check_stabilization(stabilization))
+    return _diagnostics(floatify(system), solution.ts, solution.q, solution.qd, stabilization)
 
 
 @eqx.filter_jit
-def _diagnostics(system, ts, qs, qds, baumgarte):
+def _diagnostics(system, ts, qs, qds, stabilization):
     def one(t, q, qd):
-        res = constraint_residuals(system, t, q, qd)
-        terms, inputs = acceleration_terms(system, t, q, qd, stabilization=baumgarte)
-        _, _, _, _, A, b = inputs[:6]
-        if baumgarte is not None:
-            from ._constraints import constraint_matrices
+        res = residuals(system, t, q, qd)
+        ev = evaluate(system, t, q, qd, stabilization)
+        A, b = rows(system, t, q, qd)  # the unstabilised rows
+        return (
+            res.position,
+            res.velocity,
+            res.nonholonomic,
+            A @ ev.terms.qdd - b,
+            energy(system, t, q, qd),
+            ev.terms.Qc_ideal,
+            ev.terms.Qc_nonideal,
+            ev.terms.qdd,
+        )
 
-            _, b = constraint_matrices(system, t, q, qd)  # the unstabilised rows
-        return (res.position, res.velocity, res.nonholonomic, A @ terms.qdd - b,
-                energy(system, t, q, qd), terms.Qc_ideal, terms.Qc_nonideal, terms.qdd)
-
-    out = jax.vmap(one)(ts, qs, qds)
-    return Diagnostics(ts, *out)
+    return Diagnostics(ts, *jax.vmap(one)(ts, qs, qds))

@@ -6,10 +6,13 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float
 
-from ._constraints import constraint_matrices
-from ._system import System, _overrides, as_time, check_state, floatify
-from ._uk import UKMethod, UKTerms, check_terms, uk_terms
+from ._constraints import rows
+from ._stabilization import AbstractStabilization, NoStabilization, check_stabilization
+from ._system import System, as_time, check_state, floatify, overrides
+from ._uk import UKTerms, check_terms, uk_terms
+from ._uk_solvers import AbstractUKSolver, CholeskyWithFallback, check_uk_solver
 
 
 def _vector(value, name, system, q):
@@ -29,20 +32,27 @@ def mass_and_force(system: System, t, q, qd):
     `kinetic_energy`, the Lagrange terms
     $\partial T/\partial q - \frac{\partial^2 T}{\partial\dot q\,\partial q}\dot q -
     \frac{\partial^2 T}{\partial\dot q\,\partial t}$.
+
+    Example:
+        >>> import jax.numpy as jnp, ukjax
+        >>> from ukjax.systems import CartesianPendulum
+        >>> M, Q = ukjax.mass_and_force(CartesianPendulum(mass=2.0), 0.0, jnp.array([1.0, 0.0]),
+        ...                             jnp.zeros(2))
+        >>> M.tolist(), [round(float(v), 4) for v in Q]
+        ([[2.0, 0.0], [0.0, 2.0]], [0.0, -19.62])
     """
     q, qd = check_state(q, qd)
     t = as_time(t, q.dtype)
     n = q.shape[0]
-    has_T = _overrides(system, "kinetic_energy")
-    if has_T and not _overrides(system, "mass_matrix"):
+    has_T = overrides(system, "kinetic_energy")
+    if has_T and not overrides(system, "mass_matrix"):
         dT_dqd = lambda t_, q_, qd_: jax.grad(system.kinetic_energy, argnums=2)(t_, q_, qd_)
         M = jax.jacfwd(dT_dqd, argnums=2)(t, q, qd)
     else:
         M = jnp.asarray(system.mass_matrix(t, q), q.dtype)
     if M.shape != (n, n):
         raise ValueError(
-            f"The mass matrix of {type(system).__name__} must have shape ({n}, {n}); got "
-            f"{M.shape}."
+            f"The mass matrix of {type(system).__name__} must have shape ({n}, {n}); got {M.shape}."
         )
     Q = jnp.zeros_like(q)
     F = system.forces(t, q, qd)
@@ -70,36 +80,74 @@ def nonideal_force(system: System, t, q, qd):
     return None if C is None else _vector(C, "nonideal_force", system, q)
 
 
-def acceleration_terms(
-    system: System, t, q, qd, *, method: UKMethod = "auto", stabilization=None
-) -> tuple[UKTerms, tuple]:
-    """All Udwadia-Kalaba terms for the system at one state, plus the raw inputs."""
-    q, qd = check_state(q, qd)
-    t = as_time(t, q.dtype)
-    M, Q = mass_and_force(system, t, q, qd)
-    A, b = constraint_matrices(system, t, q, qd, stabilization=stabilization)
-    C = nonideal_force(system, t, q, qd)
-    terms = uk_terms(M, Q, A, b, C, method=method)
-    inputs = (q, qd, M, Q, A, b) + (() if C is None else (C,))
-    return terms, inputs
+class UKInputs(eqx.Module):
+    """The inputs of the UK equation at one state: the state and M, Q, A, b, C."""
+
+    t: jax.Array
+    q: jax.Array
+    qd: jax.Array
+    M: jax.Array
+    Q: jax.Array
+    A: jax.Array
+    b: jax.Array
+    C: jax.Array | None
+
+    def arrays(self) -> list[jax.Array]:
+        """Every array (for the finiteness check)."""
+        return [
+            x for x in (self.q, self.qd, self.M, self.Q, self.A, self.b, self.C) if x is not None
+        ]
 
 
-def acceleration(
+class Evaluation(eqx.Module):
+    """A UK evaluation at one state: its `inputs` and all its `terms`."""
+
+    inputs: UKInputs
+    terms: UKTerms
+
+    def checked_qdd(self, consistency_tol=None) -> jax.Array:
+        """The acceleration, raising at run time if an input or the solve is bad."""
+        return check_terms(
+            self.terms.qdd,
+            self.terms,
+            self.inputs.M,
+            self.inputs.arrays(),
+            consistency_tol=consistency_tol,
+        )
+
+
+def evaluate(
     system: System,
     t,
     q,
     qd,
+    stabilization: AbstractStabilization = NoStabilization(),
+    uk_solver: AbstractUKSolver = CholeskyWithFallback(),
+) -> Evaluation:
+    """The UK equation of `system` at one (validated) state."""
+    M, Q = mass_and_force(system, t, q, qd)
+    A, b = rows(system, t, q, qd, stabilization)
+    C = nonideal_force(system, t, q, qd)
+    inputs = UKInputs(t, q, qd, M, Q, A, b, C)
+    return Evaluation(inputs, uk_terms(M, Q, A, b, C, uk_solver=uk_solver))
+
+
+def acceleration(
+    system: System,
+    t: ArrayLike,
+    q: Float[ArrayLike, " n"],
+    qd: Float[ArrayLike, " n"],
     *,
-    method: UKMethod = "auto",
+    uk_solver: AbstractUKSolver | None = None,
     check: bool = True,
-    consistency_tol=None,
-    stabilization=None,
-) -> jax.Array:
+    consistency_tol: float | None = None,
+    stabilization: AbstractStabilization | None = None,
+) -> Float[Array, " n"]:
     r"""The constrained acceleration $\ddot q$ of a system at one state $(t, q, \dot q)$.
 
     Builds $M$ and $Q$ from the system's energies and forces, $A$ and $b$ from its
     constraints (automatic differentiation), and solves the Udwadia-Kalaba equation
-    (see :func:`ukjax.udwadia_kalaba` for `method`, `check` and `consistency_tol`).
+    (see :func:`ukjax.udwadia_kalaba` for `uk_solver`, `check` and `consistency_tol`).
     `stabilization=ukjax.Baumgarte(alpha, beta)` adds Baumgarte feedback to `b`.
 
     **Returns:** (n,) array. `jit`/`vmap`/`grad` compatible; batch with `jax.vmap`.
@@ -109,31 +157,41 @@ def acceleration(
         >>> from ukjax.systems import CartesianPendulum
         >>> pend = CartesianPendulum(mass=1.0, length=1.0, g=9.81)
         >>> qdd = ukjax.acceleration(pend, 0.0, jnp.array([0.6, -0.8]), jnp.zeros(2))
-        >>> [round(float(v), 4) for v in qdd]     # seed 001 eq 33h at rest
+        >>> [round(float(v), 4) for v in qdd]     # On Dynamics (2020) eq 33h, at rest
         [-4.7088, -3.5316]
     """
-    q, qd = check_state(q, qd)
-    t = as_time(t, q.dtype)
+    q_, qd_ = check_state(q, qd)
     return _acceleration(
-        floatify(system), t, q, qd, method, check, consistency_tol, floatify(stabilization)
+        floatify(system),
+        as_time(t, q_.dtype),
+        q_,
+        qd_,
+        check_uk_solver(uk_solver),
+        check,
+        consistency_tol,
+        floatify(check_stabilization(stabilization)),
     )
 
 
 @eqx.filter_jit
-def _acceleration(system, t, q, qd, method, check, consistency_tol, stabilization):
-    terms, inputs = acceleration_terms(
-        system, t, q, qd, method=method, stabilization=stabilization
-    )
-    if not check:
-        return terms.qdd
-    return check_terms(terms.qdd, terms, inputs[2], inputs, consistency_tol=consistency_tol)
+def _acceleration(system, t, q, qd, uk_solver, check, consistency_tol, stabilization):
+    ev = evaluate(system, t, q, qd, stabilization, uk_solver)
+    return ev.checked_qdd(consistency_tol) if check else ev.terms.qdd
 
 
 def kinetic_energy(system: System, t, q, qd) -> jax.Array:
-    r"""$T$ from the system's `kinetic_energy`, else $\tfrac12\dot q^TM\dot q$."""
+    r"""$T$ from the system's `kinetic_energy`, else $\tfrac12\dot q^TM\dot q$.
+
+    Example:
+        >>> import jax.numpy as jnp, ukjax
+        >>> from ukjax.systems import CartesianPendulum
+        >>> float(ukjax.kinetic_energy(CartesianPendulum(mass=2.0), 0.0, jnp.zeros(2),
+        ...                            jnp.array([1.0, 1.0])))
+        2.0
+    """
     q, qd = check_state(q, qd)
     t = as_time(t, q.dtype)
-    if _overrides(system, "kinetic_energy"):
+    if overrides(system, "kinetic_energy"):
         return jnp.asarray(system.kinetic_energy(t, q, qd), q.dtype)
     M = jnp.asarray(system.mass_matrix(t, q), q.dtype)
     return 0.5 * qd @ M @ qd
@@ -144,6 +202,13 @@ def energy(system: System, t, q, qd) -> jax.Array:
 
     Conserved along the motion when the constraints are ideal and scleronomic, the system
     is time-invariant and `forces` does no work.
+
+    Example:
+        >>> import jax.numpy as jnp, ukjax
+        >>> from ukjax.systems import CartesianPendulum
+        >>> round(float(ukjax.energy(CartesianPendulum(g=10.0), 0.0, jnp.array([0.0, -1.0]),
+        ...                          jnp.array([2.0, 0.0]))), 6)   # 2 - 10
+        -8.0
     """
     q, qd = check_state(q, qd)
     t = as_time(t, q.dtype)

@@ -13,9 +13,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ._dynamics import acceleration_terms
+from ._dynamics import evaluate
+from ._initial import IgnoreInitial
 from ._simulate import simulate
-from ._stabilization import baumgarte_part
+from ._stabilization import check_stabilization
 from ._system import System, floatify
 
 
@@ -56,7 +57,19 @@ class TrajectoryData(eqx.Module):
 
 def predict(system: System, data: TrajectoryData, **simulate_kwargs) -> dict[str, jax.Array]:
     """Simulate from the data's initial state(s) and return the quantities that the data
-    observes: a dict with `q`, `qd` and/or `constraint_forces` (batched like the data)."""
+    observes: a dict with `q`, `qd` and/or `constraint_forces` (batched like the data).
+
+    Example:
+        >>> import jax, jax.numpy as jnp, ukjax
+        >>> jax.config.update("jax_enable_x64", True)
+        >>> from ukjax.systems import CartesianPendulum
+        >>> ts = jnp.linspace(0.0, 1.0, 5)
+        >>> data = ukjax.TrajectoryData(ts, jnp.array([1.0, 0.0]), jnp.zeros(2),
+        ...                             q=jnp.zeros((5, 2)), constraint_forces=jnp.zeros((5, 2)))
+        >>> out = ukjax.predict(CartesianPendulum(), data)
+        >>> sorted(out), out["q"].shape
+        (['constraint_forces', 'q'], (5, 2))
+    """
 
     def one(q0, qd0):
         sol = simulate(system, q0, qd0, data.ts, **simulate_kwargs)
@@ -66,10 +79,10 @@ def predict(system: System, data: TrajectoryData, **simulate_kwargs) -> dict[str
         if data.qd is not None:
             out["qd"] = sol.qd
         if data.constraint_forces is not None:
-            baumgarte = baumgarte_part(simulate_kwargs.get("stabilization"))
+            stabilization = check_stabilization(simulate_kwargs.get("stabilization"))
 
             def forces(t, q, qd):
-                terms, _ = acceleration_terms(system, t, q, qd, stabilization=baumgarte)
+                terms = evaluate(system, t, q, qd, stabilization).terms
                 return terms.Qc_ideal + terms.Qc_nonideal
 
             out["constraint_forces"] = jax.vmap(forces)(sol.ts, sol.q, sol.qd)
@@ -87,17 +100,32 @@ def trajectory_loss(data: TrajectoryData, *, weights: dict | None = None, **simu
     the data, so that quantities of different units weigh alike; `weights` (a dict with
     keys `"q"`, `"qd"`, `"constraint_forces"`) rescales them. Only the coordinates in
     `data.observed` count. `simulate_kwargs` go to :func:`ukjax.simulate` (by default
-    `initial_conditions="ignore"`: the initial state is the data's).
+    `initial_conditions=ukjax.IgnoreInitial()`: the initial state is the data's).
+
+    Example:
+        >>> import jax, jax.numpy as jnp, ukjax
+        >>> jax.config.update("jax_enable_x64", True)
+        >>> from ukjax.systems import CartesianPendulum
+        >>> ts = jnp.linspace(0.0, 1.0, 5)
+        >>> sol = ukjax.simulate(CartesianPendulum(), jnp.array([1.0, 0.0]), jnp.zeros(2), ts)
+        >>> loss = ukjax.trajectory_loss(ukjax.TrajectoryData(ts, sol.q[0], sol.qd[0], q=sol.q))
+        >>> float(loss(CartesianPendulum())) < 1e-20, float(loss(CartesianPendulum(g=5.0))) > 1e-3
+        (True, True)
     """
-    simulate_kwargs.setdefault("initial_conditions", "ignore")
-    observed = {k: v for k, v in (("q", data.q), ("qd", data.qd),
-                                  ("constraint_forces", data.constraint_forces)) if v is not None}
+    simulate_kwargs.setdefault("initial_conditions", IgnoreInitial())
+    observed = {
+        k: v
+        for k, v in (("q", data.q), ("qd", data.qd), ("constraint_forces", data.constraint_forces))
+        if v is not None
+    }
     if not observed:
         raise ValueError("TrajectoryData observes nothing: give q, qd and/or constraint_forces.")
     idx = None if data.observed is None else np.asarray(data.observed)
     select = (lambda x: x) if idx is None else (lambda x: x[..., idx])
-    scales = {k: jnp.sqrt(jnp.mean(select(v) ** 2)) + jnp.finfo(jnp.result_type(v)).tiny
-              for k, v in observed.items()}
+    scales = {
+        k: jnp.sqrt(jnp.mean(select(v) ** 2)) + jnp.finfo(jnp.result_type(v)).tiny
+        for k, v in observed.items()
+    }
     weights = {} if weights is None else dict(weights)
 
     def loss(system):
@@ -133,17 +161,107 @@ class FitResult(eqx.Module):
     grad_norm: float
 
     def __repr__(self):
-        vals = ", ".join(f"{k}={np.array2string(np.asarray(v), precision=6)}"
-                         for k, v in self.params.items())
-        return (f"FitResult({vals}; loss={self.loss:.3e}, steps={self.steps}, "
-                f"converged={self.converged}: {self.message})")
+        vals = ", ".join(
+            f"{k}={np.array2string(np.asarray(v), precision=6)}" for k, v in self.params.items()
+        )
+        return (
+            f"FitResult({vals}; loss={self.loss:.3e}, steps={self.steps}, "
+            f"converged={self.converged}: {self.message})"
+        )
 
 
-def _getter(names: Sequence[str]):
-    def where(s):
-        return [getattr(s, n) for n in names]
+class _Reparametrisation(eqx.Module):
+    """The fitted fields of `system` as unconstrained values u: theta = exp(u) for the
+    positive ones, theta = u for the others."""
 
-    return where
+    system: System
+    names: list[str] = eqx.field(static=True)
+    positive: frozenset[str] = eqx.field(static=True)
+
+    def value(self, name: str, u):
+        return jnp.exp(u) if name in self.positive else u
+
+    def initial(self) -> dict[str, jax.Array]:
+        out = {}
+        for n in self.names:
+            theta = jnp.asarray(getattr(self.system, n))
+            dtype = jnp.result_type(theta, float)
+            # Strongly typed leaves: weakly typed ones would retrace after the first update.
+            u = jnp.log(theta) if n in self.positive else theta
+            out[n] = jnp.asarray(u, dtype) + jnp.zeros((), dtype)
+        return out
+
+    def params(self, u) -> dict[str, jax.Array]:
+        return {n: self.value(n, u[n]) for n in self.names}
+
+    def build(self, u) -> System:
+        where = lambda s: [getattr(s, n) for n in self.names]
+        return eqx.tree_at(where, self.system, [self.value(n, u[n]) for n in self.names])
+
+
+def _reparametrisation(system, params, positive) -> _Reparametrisation:
+    names = list(params)
+    if not names:
+        raise ValueError("params must name at least one field of the system to fit.")
+    for n in names:
+        if not hasattr(system, n):
+            raise ValueError(f"{type(system).__name__} has no field {n!r} to fit.")
+        if not eqx.is_inexact_array_like(getattr(system, n)):
+            raise ValueError(f"Field {n!r} is not a floating-point value; it cannot be fitted.")
+    pos = set(names) if positive is True else set() if positive is False else set(positive)
+    unknown = pos - set(names)
+    if unknown:
+        raise ValueError(f"positive names {sorted(unknown)} are not among params {names}.")
+    system = floatify(system)
+    for n in pos:
+        if not bool(jnp.all(jnp.asarray(getattr(system, n)) > 0)):
+            raise ValueError(f"{n!r} is declared positive but its initial value is not > 0.")
+    return _Reparametrisation(system, names, frozenset(pos))
+
+
+def _step_fn(objective, optimiser):
+    value_and_grad = jax.value_and_grad(objective)
+
+    @eqx.filter_jit
+    def step(u, opt_state):
+        value, grad = value_and_grad(u)
+        updates, opt_state = optimiser.update(
+            grad, opt_state, u, value=value, grad=grad, value_fn=objective
+        )
+        return optax.apply_updates(u, updates), opt_state, value, _tree_norm(grad)
+
+    return step
+
+
+class _Stopping(eqx.Module):
+    gtol: float
+    ftol: float
+    patience: int = 3
+
+    def check(self, losses: list[float], gnorm: float, small: int) -> tuple[str | None, int]:
+        """(message if converged, updated count of small relative changes)."""
+        if gnorm < self.gtol:
+            return f"gradient norm {gnorm:.1e} < gtol", small
+        if len(losses) > 1 and abs(losses[-2] - losses[-1]) <= self.ftol * max(
+            abs(losses[-1]), 1e-300
+        ):
+            small += 1
+            if small >= self.patience:
+                return "relative loss change < ftol for 3 steps", small
+            return None, small
+        return None, 0
+
+
+def _report(k, value, gnorm, params, t0):
+    vals = ", ".join(
+        f"{n}={np.array2string(np.asarray(v), precision=5)}" for n, v in params.items()
+    )
+    print(
+        f"fit step {k:4d}  loss {value:.4e}  |grad| {gnorm:.2e}  {vals}  "
+        f"({time.perf_counter() - t0:.1f} s)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def fit(
@@ -184,69 +302,34 @@ def fit(
     **Returns:** a :class:`FitResult`.
 
     Example:
-        >>> import jax, jax.numpy as jnp, ukjax
+        >>> import diffrax, jax, jax.numpy as jnp, ukjax
         >>> jax.config.update("jax_enable_x64", True)
         >>> from ukjax.systems import CartesianPendulum
-        >>> ts = jnp.linspace(0.0, 2.0, 21)
+        >>> ts = jnp.linspace(0.0, 1.0, 11)
         >>> true = CartesianPendulum(length=1.0, g=9.81)
         >>> sol = ukjax.simulate(true, jnp.array([0.6, -0.8]), jnp.zeros(2), ts)
         >>> data = ukjax.TrajectoryData(ts, sol.q[0], sol.qd[0], q=sol.q)
         >>> res = ukjax.fit(CartesianPendulum(length=1.0, g=8.0), data, params=["g"],
-        ...                 progress=False)
+        ...                 progress=False, solver=diffrax.Tsit5(), rtol=1e-10, atol=1e-10)
         >>> round(float(res.params["g"]), 6), res.converged
         (9.81, True)
     """
     if isinstance(loss, TrajectoryData):
-        loss = trajectory_loss(loss, **simulate_kwargs)
+        loss_fn = trajectory_loss(loss, **simulate_kwargs)
     elif simulate_kwargs:
         raise TypeError("simulate keyword arguments only apply when `loss` is TrajectoryData.")
-    names = list(params)
-    if not names:
-        raise ValueError("params must name at least one field of the system to fit.")
-    for n in names:
-        if not hasattr(system, n):
-            raise ValueError(f"{type(system).__name__} has no field {n!r} to fit.")
-        if not eqx.is_inexact_array_like(getattr(system, n)):
-            raise ValueError(f"Field {n!r} is not a floating-point value; it cannot be fitted.")
-    pos = set(names) if positive is True else set() if positive is False else set(positive)
-    unknown = pos - set(names)
-    if unknown:
-        raise ValueError(f"positive names {sorted(unknown)} are not among params {names}.")
-    system = floatify(system)
-    theta0 = {n: jnp.asarray(getattr(system, n)) for n in names}
-    for n in pos:
-        if not bool(jnp.all(theta0[n] > 0)):
-            raise ValueError(f"{n!r} is declared positive but its initial value is not > 0.")
-    to_u = {n: (jnp.log if n in pos else (lambda x: x)) for n in names}
-    from_u = {n: (jnp.exp if n in pos else (lambda x: x)) for n in names}
-    # Strongly typed leaves: weakly typed ones would retrace the step after the first update.
-    u0 = {n: jnp.asarray(to_u[n](theta0[n]), dtype=jnp.result_type(theta0[n], float))
-          + jnp.zeros((), jnp.result_type(theta0[n], float)) for n in names}
-    where = _getter(names)
-
-    def build(u):
-        return eqx.tree_at(where, system, [from_u[n](u[n]) for n in names])
-
-    def objective(u):
-        return loss(build(u))
-
+    else:
+        loss_fn = loss
+    reparam = _reparametrisation(system, params, positive)
     optimiser = optax.lbfgs() if optimiser is None else optimiser
-    value_and_grad = jax.value_and_grad(objective)
-
-    @eqx.filter_jit
-    def step(u, opt_state):
-        value, grad = value_and_grad(u)
-        updates, opt_state = optimiser.update(
-            grad, opt_state, u, value=value, grad=grad, value_fn=objective
-        )
-        gnorm = _tree_norm(grad)
-        return optax.apply_updates(u, updates), opt_state, value, gnorm
-
+    step = _step_fn(lambda u: loss_fn(reparam.build(u)), optimiser)
+    stopping = _Stopping(gtol, ftol)
     every = 10 if progress is True else int(progress)
-    u, opt_state = u0, optimiser.init(u0)
-    losses, small, message, converged = [], 0, f"max_steps={max_steps} reached", False
+    u = reparam.initial()
+    opt_state = optimiser.init(u)
+    losses: list[float] = []
+    small, message, converged, gnorm = 0, f"max_steps={max_steps} reached", False, np.inf
     t0 = time.perf_counter()
-    gnorm = np.inf
     for k in range(max_steps):
         u_new, opt_state, value, gnorm = step(u, opt_state)
         value, gnorm = float(value), float(gnorm)
@@ -254,24 +337,21 @@ def fit(
             message = "loss became non-finite; try a smaller learning rate or a better start"
             break
         losses.append(value)
-        if every and (k % every == 0):
-            vals = ", ".join(f"{n}={np.array2string(np.asarray(from_u[n](u[n])), precision=5)}"
-                             for n in names)
-            print(f"fit step {k:4d}  loss {value:.4e}  |grad| {gnorm:.2e}  {vals}  "
-                  f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
-        if gnorm < gtol:
-            converged, message = True, f"gradient norm {gnorm:.1e} < gtol"
+        if every and k % every == 0:
+            _report(k, value, gnorm, reparam.params(u), t0)
+        done, small = stopping.check(losses, gnorm, small)
+        if done is not None:
+            converged, message = True, done
             break
-        if len(losses) > 1 and abs(losses[-2] - losses[-1]) <= ftol * max(abs(losses[-1]), 1e-300):
-            small += 1
-            if small >= 3:
-                converged, message = True, "relative loss change < ftol for 3 steps"
-                break
-        else:
-            small = 0
         u = u_new
     # `u` holds the parameters at which the last recorded loss and gradient were taken.
-    fitted = build(u)
-    final = {n: from_u[n](u[n]) for n in names}
-    return FitResult(fitted, final, losses[-1] if losses else float("nan"), np.asarray(losses),
-                     len(losses), converged, message, gnorm)
+    return FitResult(
+        reparam.build(u),
+        reparam.params(u),
+        losses[-1] if losses else float("nan"),
+        np.asarray(losses),
+        len(losses),
+        converged,
+        message,
+        gnorm,
+    )

@@ -1,126 +1,153 @@
-r"""Constraint residuals at position and velocity level, and consistent initial conditions."""
+r"""What :func:`ukjax.simulate` does with initial conditions that may violate the
+constraints: strategy objects :class:`CheckInitial` (the default), :class:`ProjectInitial`
+and :class:`IgnoreInitial`."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import abc
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._constraints import _as_rows
-from ._dynamics import mass_and_force
-from ._linalg import weighted_pinv_solve
-from ._system import System, as_time, check_state
+from ._errors import error_if
+from ._projection import project
+from ._residuals import ConstraintResiduals, residuals
+from ._system import System
 
 
-class ConstraintResiduals(NamedTuple):
-    """Residuals of the position- and velocity-level constraints at one state.
-
-    - `position`: $\\varphi(q,t)$ of the holonomic constraints, shape (h,).
-    - `velocity`: $\\dot\\varphi = \\varphi_q\\dot q + \\varphi_t$, shape (h,).
-    - `nonholonomic`: $\\psi(q,\\dot q,t)$, shape (k,).
-    """
-
-    position: jax.Array
-    velocity: jax.Array
-    nonholonomic: jax.Array
-
-    def max_abs(self) -> jax.Array:
-        """Largest absolute residual over all three levels (0 if there are none)."""
-        parts = [jnp.max(jnp.abs(x), initial=0.0) for x in self]
-        return jnp.max(jnp.stack(parts))
+def default_ic_tol(dtype) -> float:
+    """Absolute tolerance on the initial constraint residuals: 1e-8 (float64), 1e-4 (float32)."""
+    return 1e-8 if jnp.finfo(dtype).bits >= 64 else 1e-4
 
 
-def _phi(system, t, q):
-    return _as_rows(system.holonomic(t, q), "holonomic", system, q.dtype)
+_FIX = (
+    "Fix q0/qd0, or pass initial_conditions=ukjax.ProjectInitial() to simulate (or call "
+    "ukjax.project_initial_conditions) to move them to the nearest consistent state in the "
+    "mass metric, or initial_conditions=ukjax.IgnoreInitial() to integrate them as they are "
+    "(the UK equation then preserves the initial violation)."
+)
 
 
-def _psi(system, t, q, qd):
-    return _as_rows(system.nonholonomic(t, q, qd), "nonholonomic", system, q.dtype)
+class AbstractInitialConditions(eqx.Module):
+    """How :func:`ukjax.simulate` treats the initial state $(q_0, \\dot q_0)$."""
+
+    @abc.abstractmethod
+    def apply(self, system: System, t0, q0, qd0) -> tuple[jax.Array, jax.Array]:
+        """The initial state to integrate from (inside `jit`; may raise at run time)."""
+
+    def apply_eagerly(self, system: System, t0, q0, qd0) -> AbstractInitialConditions:
+        """Called outside any transformation with concrete values: do what can be done
+        now (e.g. raise a plain ValueError) and return the policy left for `apply`."""
+        return self
 
 
-def _velocity_level(system, t, q, qd):
-    """All velocity-level constraint values h(qd) = [phi_q qd + phi_t; psi]."""
-    parts = []
-    if system.holonomic(t, q) is not None:
-        one = jnp.ones((), q.dtype)
-        _, phid = jax.jvp(lambda t_, q_: _phi(system, t_, q_), (t, q), (one, qd))
-        parts.append(phid)
-    if system.nonholonomic(t, q, qd) is not None:
-        parts.append(_psi(system, t, q, qd))
-    return jnp.concatenate(parts) if parts else jnp.zeros((0,), q.dtype)
-
-
-def constraint_residuals(system: System, t, q, qd) -> ConstraintResiduals:
-    r"""Position, velocity and nonholonomic constraint residuals at one state.
+class IgnoreInitial(AbstractInitialConditions):
+    """Integrate the initial state as given (the UK equation preserves any violation).
 
     Example:
         >>> import jax.numpy as jnp, ukjax
         >>> from ukjax.systems import CartesianPendulum
-        >>> r = ukjax.constraint_residuals(CartesianPendulum(length=1.0), 0.0,
-        ...                                jnp.array([1.0, 0.1]), jnp.array([0.0, 1.0]))
-        >>> round(float(r.position[0]), 6), round(float(r.velocity[0]), 6)
-        (0.01, 0.2)
+        >>> q0, qd0 = jnp.array([1.1, 0.0]), jnp.zeros(2)
+        >>> ukjax.IgnoreInitial().apply(CartesianPendulum(), 0.0, q0, qd0)[0] is q0
+        True
     """
-    q, qd = check_state(q, qd)
-    t = as_time(t, q.dtype)
-    empty = jnp.zeros((0,), q.dtype)
-    if system.holonomic(t, q) is not None:
-        pos = _phi(system, t, q)
-        one = jnp.ones((), q.dtype)
-        _, vel = jax.jvp(lambda t_, q_: _phi(system, t_, q_), (t, q), (one, qd))
-    else:
-        pos, vel = empty, empty
-    nh = _psi(system, t, q, qd) if system.nonholonomic(t, q, qd) is not None else empty
-    return ConstraintResiduals(pos, vel, nh)
+
+    def apply(self, system, t0, q0, qd0):
+        return q0, qd0
 
 
-def _mass_metric_step(L, J, r):
-    """Minimum-M-norm correction dx with J dx = -r: dx = -L^{-T} (J L^{-T})^+ r."""
-    return -weighted_pinv_solve(L, J, r[:, None])[:, 0]
-
-
-def project_initial_conditions(system: System, t0, q0, qd0, *, iterations: int = 12):
-    r"""The consistent state nearest to $(q_0, \dot q_0)$ in the mass metric.
-
-    First $q$ is moved onto $\varphi(q, t_0) = 0$ by Newton steps of minimum
-    $M$-norm, $\Delta q = -M^{-1}\varphi_q^T(\varphi_qM^{-1}\varphi_q^T)^+\varphi$; then
-    $\dot q$ onto $\dot\varphi = 0$, $\psi = 0$ the same way (one step is exact for
-    constraints linear in $\dot q$). Redundant constraints are fine. Differentiable.
-
-    **Returns:** `(q0, qd0)` projected.
+class ProjectInitial(AbstractInitialConditions):
+    """Move the initial state to the nearest consistent one in the mass metric
+    (:func:`ukjax.project_initial_conditions`, `iterations` Newton steps).
 
     Example:
         >>> import jax.numpy as jnp, ukjax
         >>> from ukjax.systems import CartesianPendulum
-        >>> pend = CartesianPendulum(length=1.0)
-        >>> q, qd = ukjax.project_initial_conditions(pend, 0.0, jnp.array([1.1, 0.0]),
-        ...                                          jnp.array([0.3, 1.0]))
-        >>> [round(float(v), 6) for v in q], [round(float(v), 6) for v in qd]
-        ([1.0, 0.0], [0.0, 1.0])
+        >>> q, qd = ukjax.ProjectInitial().apply(CartesianPendulum(), jnp.asarray(0.0),
+        ...                                      jnp.array([1.1, 0.0]), jnp.array([0.3, 1.0]))
+        >>> [round(float(v), 6) for v in q]
+        [1.0, 0.0]
     """
-    q, qd = check_state(q0, qd0)
-    t = as_time(t0, q.dtype)
 
-    def chol(q_):
-        M, _ = mass_and_force(system, t, q_, jnp.zeros_like(q_))
-        return jnp.linalg.cholesky(M)
+    iterations: int = eqx.field(static=True, default=12)
 
-    if system.holonomic(t, q) is not None:
+    def apply(self, system, t0, q0, qd0):
+        return project(system, t0, q0, qd0, self.iterations)
 
-        def pos_step(_, q_):
-            J = jax.jacfwd(lambda x: _phi(system, t, x))(q_)
-            return q_ + _mass_metric_step(chol(q_), J, _phi(system, t, q_))
 
-        q = jax.lax.fori_loop(0, iterations, pos_step, q)
+def _worst(res: ConstraintResiduals) -> dict[str, jax.Array]:
+    return {
+        "max_position_residual": jnp.max(jnp.abs(res.position), initial=0.0),
+        "max_velocity_residual": jnp.max(jnp.abs(res.velocity), initial=0.0),
+        "max_nonholonomic_residual": jnp.max(jnp.abs(res.nonholonomic), initial=0.0),
+    }
 
-    if _velocity_level(system, t, q, qd).shape[0] > 0:
-        L = chol(q)
 
-        def vel_step(_, qd_):
-            h = lambda v: _velocity_level(system, t, q, v)
-            J = jax.jacfwd(h)(qd_)
-            return qd_ + _mass_metric_step(L, J, h(qd_))
+@eqx.filter_jit
+def _residuals_jit(system, t0, q0, qd0):
+    return residuals(system, t0, q0, qd0)
 
-        qd = jax.lax.fori_loop(0, iterations, vel_step, qd)
-    return q, qd
+
+class CheckInitial(AbstractInitialConditions):
+    """Refuse initial conditions whose constraint residuals $|\\varphi|$, $|\\dot\\varphi|$,
+    $|\\psi|$ exceed `tol` (default 1e-8 in float64, 1e-4 in float32), stating them.
+
+    Outside `jit` the refusal is a `ValueError`; inside, an `EquinoxRuntimeError`.
+
+    Example:
+        >>> import jax.numpy as jnp, ukjax
+        >>> from ukjax.systems import CartesianPendulum
+        >>> try:
+        ...     ukjax.simulate(CartesianPendulum(), jnp.array([1.1, 0.0]), jnp.zeros(2),
+        ...                    jnp.linspace(0.0, 1.0, 3), initial_conditions=ukjax.CheckInitial())
+        ... except ValueError as e:
+        ...     print(str(e)[:60])
+        The initial conditions violate the constraints at t0 = 0.0:
+    """
+
+    tol: float | None = eqx.field(static=True, default=None)
+
+    def _tol(self, dtype) -> float:
+        return default_ic_tol(dtype) if self.tol is None else self.tol
+
+    def apply(self, system, t0, q0, qd0):
+        res = residuals(system, t0, q0, qd0)
+        msg = (
+            "ukjax: the initial conditions violate the constraints (max |phi|, |phi_dot|, "
+            "|psi| above the tolerance of ukjax.CheckInitial). " + _FIX
+        )
+        q0 = error_if(q0, res.max_abs() > self._tol(q0.dtype), msg, **_worst(res))
+        return q0, qd0
+
+    def apply_eagerly(self, system, t0, q0, qd0):
+        res = _residuals_jit(system, t0, q0, qd0)
+        tol = self._tol(q0.dtype)
+        if not float(res.max_abs()) <= tol:
+            w = {k: float(v) for k, v in _worst(res).items()}
+            raise ValueError(
+                f"The initial conditions violate the constraints at t0 = {float(t0)}: "
+                f"max|phi| = {w['max_position_residual']:.3e}, "
+                f"max|phi_dot| = {w['max_velocity_residual']:.3e}, "
+                f"max|psi| = {w['max_nonholonomic_residual']:.3e} "
+                f"(tolerance {tol:.1e}, ukjax.CheckInitial(tol=...)). " + _FIX
+            )
+        return IgnoreInitial()  # checked
+
+
+def check_initial_policy(policy) -> AbstractInitialConditions:
+    """`policy` (None: :class:`CheckInitial`), or a TypeError saying what to pass."""
+    if policy is None:
+        return CheckInitial()
+    if isinstance(policy, AbstractInitialConditions):
+        return policy
+    hint = {"check": "CheckInitial()", "project": "ProjectInitial()", "ignore": "IgnoreInitial()"}
+    extra = (
+        f" (for {policy!r}, pass ukjax.{hint[policy]})"
+        if isinstance(policy, str) and policy in hint
+        else ""
+    )
+    raise TypeError(
+        "initial_conditions must be ukjax.CheckInitial(tol=None) (default), "
+        f"ukjax.ProjectInitial() or ukjax.IgnoreInitial(); got {policy!r}{extra}."
+    )

@@ -16,21 +16,24 @@ constraints stay redundant.
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 
-from ._dense import LAPACK, DenseOps
+from ._kernels import LAPACK, DenseOps
 
 
-def _rank_tolerance(B: jax.Array) -> jax.Array:
-    m, n = B.shape
-    return 10.0 * max(m, n) * jnp.finfo(B.dtype).eps
+def default_rcond(shape: tuple[int, ...], dtype) -> float:
+    """Relative singular-value cutoff of the rank decision: 10 max(m, n) eps."""
+    return 10.0 * max(shape) * float(jnp.finfo(dtype).eps)
 
 
-def _factor(B: jax.Array):
-    """Thin SVD of ``B`` with singular values below ``rtol * s_max`` treated as zero."""
+def _factor(B: jax.Array, rcond: float | None):
+    """Thin SVD of ``B`` with singular values below ``rcond * s_max`` treated as zero."""
     U, s, Vt = jnp.linalg.svd(B, full_matrices=False)
-    keep = s > _rank_tolerance(B) * s[0]
+    rcond = default_rcond(B.shape, B.dtype) if rcond is None else rcond
+    keep = s > rcond * s[0]
     s_safe = jnp.where(keep, s, 1.0)
     s_inv = jnp.where(keep, 1.0 / s_safe, 0.0)
     return U, s_inv, Vt, keep.astype(B.dtype)
@@ -51,21 +54,22 @@ def _null_projection(f, x):  # (I - B^+ B) x
     return x - Vt.T @ (keep[:, None] * (Vt @ x))
 
 
-@jax.custom_jvp
-def pinv_solve(B: jax.Array, e: jax.Array) -> jax.Array:
+@partial(jax.custom_jvp, nondiff_argnums=(2,))
+def pinv_solve(B: jax.Array, e: jax.Array, rcond: float | None = None) -> jax.Array:
     """Minimum-norm least-squares solution $B^+ e$ for ``B`` (m, n) and ``e`` (m, k).
 
-    Exact for rank-deficient ``B``; forward- and reverse-mode derivatives are finite
-    wherever the rank is locally constant (see the module docstring).
+    Singular values below ``rcond`` times the largest count as zero (default
+    :func:`default_rcond`). Exact for rank-deficient ``B``; forward- and reverse-mode
+    derivatives are finite wherever the rank is locally constant (module docstring).
     """
-    return _apply_pinv(_factor(B), e)
+    return _apply_pinv(_factor(B, rcond), e)
 
 
 @pinv_solve.defjvp
-def _pinv_solve_jvp(primals, tangents):
+def _pinv_solve_jvp(rcond, primals, tangents):
     B, e = primals
     dB, de = tangents
-    f = _factor(B)
+    f = _factor(B, rcond)
     z = _apply_pinv(f, e)
     r = e - B @ z  # (I - B B^+) e, the least-squares residual
     dz = (
@@ -105,9 +109,9 @@ def weighted_pinv_solve(L: jax.Array, A: jax.Array, E: jax.Array) -> jax.Array:
 
 
 def weighted_pinv(A: jax.Array, M: jax.Array | None = None) -> jax.Array:
-    r"""The $M$-weighted Moore-Penrose inverse $A_M^+ = M^{-1/2}(AM^{-1/2})^+$ (seed 003).
+    r"""The $M$-weighted Moore-Penrose inverse $A_M^+ = M^{-1/2}(AM^{-1/2})^+$ (Udwadia 2004).
 
-    It is the unique $G$ (n, m) with (seed 003 eqs 13a-d)
+    It is the unique $G$ (n, m) with (Udwadia, *On constrained motion*, 2004, eqs 13a-d)
 
     $$AGA = A,\quad GAG = G,\quad (AG)^T = AG,\quad (MGA)^T = MGA,$$
 

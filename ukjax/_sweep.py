@@ -3,28 +3,68 @@ and resumable after an interruption."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import sys
 import time
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ._simulate import simulate
+from ._sweep_store import (
+    Chunk,
+    ChunkStore,
+    chunk_file,
+    concatenate,
+    fingerprint,
+    load_chunk,
+    read_meta,
+    system_signature,
+)
 from ._system import System
+
+
+RESULT_NAMES = (
+    "successful",
+    "max_steps_reached",
+    "singular",
+    "breakdown",
+    "stagnation",
+    "conlim",
+    "nonfinite_input",
+    "nonlinear_max_steps_reached",
+    "nonlinear_divergence",
+    "nonfinite",
+    "dt_min_reached",
+    "event_occurred",
+    "max_steps_rejected",
+    "internal_error",
+)
+"""Meaning of the integer result codes of a sweep (0 = success), by diffrax's names."""
+
+
+def result_code(result) -> jax.Array:
+    """The integer code of a diffrax ``RESULTS`` item (index in :data:`RESULT_NAMES`)."""
+    code = jnp.asarray(-1, jnp.int32)
+    for i, name in enumerate(RESULT_NAMES):
+        item = getattr(diffrax.RESULTS, name, None)
+        if item is not None:
+            code = jnp.where(result == item, i, code)
+    return code
 
 
 class SweepResult(NamedTuple):
     """The outcome of :func:`sweep` (or :func:`load_sweep`).
 
     - `ts` (T,): save times.
-    - `q`, `qd` (B, T, n): trajectories, batch first (``save="final"``: T = 1, the last time).
-    - `result` (B,): diffrax ``RESULTS`` codes as integers (0 = success).
+    - `q`, `qd` (B, T, n): trajectories, batch first (`save_final_only`: T = 1, the last
+      time).
+    - `result` (B,): integer result codes (0 = success; :data:`RESULT_NAMES` names them).
     - `num_steps` (B,): integrator steps of each trajectory.
     - `ok` (B,): ``result == 0``.
     - `path`: the output folder, or ``None``.
@@ -45,22 +85,141 @@ class SweepResult(NamedTuple):
     devices: int
 
 
-def _fingerprint(*arrays, extra: str) -> str:
-    h = hashlib.sha256(extra.encode())
-    for a in arrays:
-        a = np.asarray(a)
-        h.update(str((a.shape, a.dtype.str)).encode())
-        h.update(np.ascontiguousarray(a).tobytes())
-    return h.hexdigest()[:32]
+class _Batch(NamedTuple):
+    """The validated inputs of a sweep: (B, n) states and per-trajectory field values."""
+
+    q0: jax.Array
+    qd0: jax.Array
+    params: dict[str, jax.Array]
+
+    @property
+    def size(self) -> int:
+        return self.q0.shape[0]
+
+    def take(self, idx) -> tuple:
+        return ({k: v[idx] for k, v in self.params.items()}, self.q0[idx], self.qd0[idx])
 
 
-def _system_signature(system) -> tuple[str, list[np.ndarray]]:
-    leaves, treedef = jax.tree_util.tree_flatten(eqx.filter(system, eqx.is_array_like))
-    return str(treedef), [np.asarray(x) for x in leaves]
+def _batch(system, q0, qd0, params) -> _Batch:
+    q0, qd0 = jnp.asarray(q0), jnp.asarray(qd0)
+    if q0.ndim not in (1, 2) or qd0.ndim not in (1, 2):
+        raise ValueError(
+            f"sweep: q0 and qd0 must be (B, n) batches or (n,) shared states; got shapes "
+            f"{q0.shape} and {qd0.shape}."
+        )
+    sizes = {a.shape[0] for a in (q0, qd0) if a.ndim == 2}
+    checked = {}
+    for name, value in sorted((params or {}).items()):
+        if not hasattr(system, name):
+            raise ValueError(f"sweep: {type(system).__name__} has no field {name!r} to vary.")
+        value = jnp.asarray(value)
+        if value.ndim == 0:
+            raise ValueError(f"sweep: params[{name!r}] needs a leading batch axis; got a scalar.")
+        checked[name] = value
+        sizes.add(value.shape[0])
+    if len(sizes) != 1:
+        raise ValueError(
+            "sweep: the batch size is ambiguous: give q0/qd0 as (B, n) and/or params with a "
+            f"leading axis of the same length B (got lengths {sorted(sizes)})."
+        )
+    (B,) = sizes
+    n = q0.shape[-1]
+    if qd0.shape[-1] != n:
+        raise ValueError(f"sweep: q0 and qd0 have different state sizes ({n} and {qd0.shape[-1]}).")
+    return _Batch(jnp.broadcast_to(q0, (B, n)), jnp.broadcast_to(qd0, (B, n)), checked)
 
 
-def _chunk_file(path, i):
-    return os.path.join(path, f"chunk_{i:06d}.npz")
+class _Plan(NamedTuple):
+    """How a batch of B trajectories is cut: chunks of `chunk` = devices x per_device, each
+    device's share run as groups of `width`."""
+
+    devices: list
+    per_device: int
+    width: int
+    chunk: int
+    n_chunks: int
+
+    def bounds(self, i: int, B: int) -> tuple[int, int]:
+        return i * self.chunk, min((i + 1) * self.chunk, B)
+
+    def mine(self) -> list[int]:
+        """The chunks this process computes (process k of P: i % P == k)."""
+        pid, nproc = jax.process_index(), jax.process_count()
+        return [i for i in range(self.n_chunks) if i % nproc == pid]
+
+
+def _plan(B: int, chunk_size: int, devices, vector_width: int | None) -> _Plan:
+    if not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"sweep: chunk_size must be a positive integer; got {chunk_size!r}.")
+    if vector_width is not None and (not isinstance(vector_width, int) or vector_width < 1):
+        raise ValueError(
+            f"sweep: vector_width must be a positive integer or None; got {vector_width!r}."
+        )
+    devices = list(jax.local_devices() if devices is None else devices)
+    nd = len(devices)
+    per_device = -(-min(chunk_size, B) // nd)
+    width = per_device if vector_width is None else min(vector_width, per_device)
+    per_device = -(-per_device // width) * width
+    chunk = per_device * nd
+    return _Plan(devices, per_device, width, chunk, -(-B // chunk))
+
+
+def _runner(system: System, ts, names: list[str], plan: _Plan, final_only: bool, kwargs):
+    """The jitted function that runs one (padded) chunk, and the sharding of its inputs."""
+
+    def one(p, a, b):
+        s = system
+        if names:
+            s = eqx.tree_at(
+                lambda s_: [getattr(s_, k) for k in names], system, [p[k] for k in names]
+            )
+        sol = simulate(s, a, b, ts, **kwargs)
+        q, qd = (sol.q[-1:], sol.qd[-1:]) if final_only else (sol.q, sol.qd)
+        return q, qd, result_code(sol.result), sol.stats["num_steps"]
+
+    nd, per_device = len(plan.devices), plan.per_device
+
+    def run_chunk(*args):
+        # (chunk, ...) -> (devices, per_device, ...): vmap over the sharded device axis; each
+        # device's share is a loop over groups of `width` (lax.map vmaps within a group).
+        split = lambda x: x.reshape((nd, per_device) + x.shape[1:])
+        per_dev = lambda *xs: jax.lax.map(lambda ys: one(*ys), xs, batch_size=plan.width)
+        out = jax.vmap(per_dev)(*jax.tree_util.tree_map(split, args))
+        return jax.tree_util.tree_map(lambda y: y.reshape((plan.chunk,) + y.shape[2:]), out)
+
+    mesh = jax.sharding.Mesh(np.array(plan.devices), ("batch",))
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
+    return jax.jit(run_chunk), sharding
+
+
+def _store(out, system, ts, batch: _Batch, plan: _Plan, final_only: bool, kwargs) -> ChunkStore:
+    names = sorted(batch.params)
+    treedef, leaves = system_signature(system)
+    extra = repr(
+        [
+            type(system).__name__,
+            treedef,
+            names,
+            final_only,
+            plan.chunk,
+            sorted(kwargs.items(), key=lambda kv: kv[0]),
+        ]
+    )
+    fp = fingerprint(
+        ts, batch.q0, batch.qd0, *[batch.params[k] for k in names], *leaves, extra=extra
+    )
+    meta = {
+        "fingerprint": fp,
+        "batch": batch.size,
+        "chunk_size": plan.chunk,
+        "n_chunks": plan.n_chunks,
+        "save_final_only": final_only,
+        "system": type(system).__name__,
+        "params": names,
+        "result_names": list(RESULT_NAMES),
+        "ts": np.asarray(ts)[-1:].tolist() if final_only else np.asarray(ts).tolist(),
+    }
+    return ChunkStore(out, meta)
 
 
 class _Progress:
@@ -82,8 +241,10 @@ class _Progress:
         eta = f"{left * (el / max(done_chunks - loaded, 1)):.0f} s" if done_chunks > loaded else "?"
         width = 30
         fill = int(width * done_chunks / self.total)
-        line = (f"[{'#' * fill}{'.' * (width - fill)}] chunk {done_chunks}/{self.total} "
-                f"({loaded} resumed) {rate:,.0f} traj/s, {el:.1f} s elapsed, ETA {eta}")
+        line = (
+            f"[{'#' * fill}{'.' * (width - fill)}] chunk {done_chunks}/{self.total} "
+            f"({loaded} resumed) {rate:,.0f} traj/s, {el:.1f} s elapsed, ETA {eta}"
+        )
         end = "" if self.tty and done_chunks < self.total else "\n"
         print(("\r" if self.tty else "") + line, end=end, file=sys.stderr, flush=True)
 
@@ -97,9 +258,9 @@ def sweep(
     params: dict[str, Any] | None = None,
     out: str | None = None,
     chunk_size: int = 1024,
-    save: str = "trajectory",
+    save_final_only: bool = False,
     devices=None,
-    vector_width: int | None | str = "auto",
+    vector_width: int | None = None,
     progress: bool = True,
     on_chunk: Callable[[int, int], None] | None = None,
     **simulate_kwargs,
@@ -129,14 +290,13 @@ def sweep(
       system fields (e.g. ``{"length": lengths}``).
     - `out`: folder for the chunk files (``None``: keep everything in memory).
     - `chunk_size`: trajectories per chunk (rounded up to a multiple of the device count).
-    - `save`: ``"trajectory"`` (all of `ts`) or ``"final"`` (only the last state: B x n).
+    - `save_final_only`: keep only the last state of each trajectory (`q`, `qd` of shape
+      (B, 1, n)) instead of all of `ts`.
     - `devices`: devices to shard over; default all local devices of the default backend.
     - `vector_width`: how many trajectories each device advances together (one ``vmap``);
-      a device's share of a chunk is run as a loop over groups of this size. ``"auto"``
-      (default): 128 on CPU, where wider groups fall out of cache and slow down (measured
-      by `benchmarks/sweep.py`: 1.7x fewer trajectories/s at 1024 than at 128 for the
-      double rod pendulum), and the whole share at once on GPU/TPU. ``None``: the whole
-      share at once. The chunk size is rounded up to a multiple of devices x width.
+      a device's share of a chunk is run as a loop over groups of this size, and the chunk
+      size is rounded up to a multiple of devices x width. ``None`` (default): the whole
+      share at once, i.e. the same program as a plain ``jax.vmap`` of :func:`simulate`.
     - `progress`: print a progress line on stderr.
     - `on_chunk`: called as ``on_chunk(i, n_chunks)`` after chunk ``i`` is finished and
       saved.
@@ -153,149 +313,73 @@ def sweep(
         >>> res.q.shape, bool(res.ok.all())
         ((8, 5, 1), True)
     """
-    if save not in ("trajectory", "final"):
-        raise ValueError(f"sweep: save must be 'trajectory' or 'final'; got {save!r}.")
-    if chunk_size < 1:
-        raise ValueError(f"sweep: chunk_size must be a positive integer; got {chunk_size}.")
-    params = dict(params or {})
-    q0, qd0, ts = jnp.asarray(q0), jnp.asarray(qd0), jnp.asarray(ts)
-    if q0.ndim not in (1, 2) or qd0.ndim not in (1, 2):
-        raise ValueError(
-            f"sweep: q0 and qd0 must be (B, n) batches or (n,) shared states; got shapes "
-            f"{q0.shape} and {qd0.shape}."
-        )
-    sizes = {a.shape[0] for a in (q0, qd0) if a.ndim == 2}
-    for name, value in params.items():
-        if not hasattr(system, name):
-            raise ValueError(f"sweep: {type(system).__name__} has no field {name!r} to vary.")
-        value = jnp.asarray(value)
-        if value.ndim == 0:
-            raise ValueError(f"sweep: params[{name!r}] needs a leading batch axis; got a scalar.")
-        params[name] = value
-        sizes.add(value.shape[0])
-    if len(sizes) != 1:
-        raise ValueError(
-            "sweep: the batch size is ambiguous: give q0/qd0 as (B, n) and/or params with a "
-            f"leading axis of the same length B (got lengths {sorted(sizes)})."
-        )
-    (B,) = sizes
-    n = q0.shape[-1]
-    if qd0.shape[-1] != n:
-        raise ValueError(f"sweep: q0 and qd0 have different state sizes ({n} and {qd0.shape[-1]}).")
-    q0 = jnp.broadcast_to(q0, (B, n))
-    qd0 = jnp.broadcast_to(qd0, (B, n))
+    batch = _batch(system, q0, qd0, params)
+    ts = jnp.asarray(ts)
+    B = batch.size
+    plan = _plan(B, chunk_size, devices, vector_width)
     simulate_kwargs.setdefault("throw", False)
-
-    devices = list(jax.local_devices() if devices is None else devices)
-    nd = len(devices)
-    per_device = -(-min(chunk_size, B) // nd)
-    if vector_width == "auto":
-        vector_width = 128 if devices[0].platform == "cpu" else None
-    if vector_width is not None and (not isinstance(vector_width, int) or vector_width < 1):
-        raise ValueError(
-            f"sweep: vector_width must be a positive integer, None or 'auto'; got {vector_width!r}."
-        )
-    width = per_device if vector_width is None else min(vector_width, per_device)
-    per_device = -(-per_device // width) * width
-    chunk = per_device * nd
-    n_chunks = -(-B // chunk)
-    names = sorted(params)
-
-    def one(p, a, b):
-        s = system
-        if names:
-            s = eqx.tree_at(lambda s_: [getattr(s_, k) for k in names], system, [p[k] for k in names])
-        sol = simulate(s, a, b, ts, **simulate_kwargs)
-        q, qd = (sol.q[-1:], sol.qd[-1:]) if save == "final" else (sol.q, sol.qd)
-        return q, qd, sol.result._value, sol.stats["num_steps"]
-
-    def run_chunk(*args):
-        # (chunk, ...) -> (devices, per_device, ...): vmap over the sharded device axis; each
-        # device's share is a loop over groups of `width` (lax.map vmaps within a group).
-        split = lambda x: x.reshape((nd, per_device) + x.shape[1:])
-        per_dev = lambda *xs: jax.lax.map(lambda ys: one(*ys), xs, batch_size=width)
-        out = jax.vmap(per_dev)(*jax.tree_util.tree_map(split, args))
-        return jax.tree_util.tree_map(lambda y: y.reshape((chunk,) + y.shape[2:]), out)
-
-    run = jax.jit(run_chunk)
-    mesh = jax.sharding.Mesh(np.array(devices), ("batch",))
-    batch_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
-
-    path = None
-    if out is not None:
-        path = os.fspath(out)
-        treedef, leaves = _system_signature(system)
-        extra = json.dumps([type(system).__name__, treedef, names, save, chunk,
-                            repr(sorted(simulate_kwargs.items(), key=lambda kv: kv[0]))])
-        fp = _fingerprint(ts, q0, qd0, *[params[k] for k in names], *leaves, extra=extra)
-        meta = {"fingerprint": fp, "batch": B, "chunk_size": chunk, "n_chunks": n_chunks,
-                "save": save, "system": type(system).__name__, "params": names,
-                "ts": np.asarray(ts).tolist() if save == "trajectory" else [float(ts[-1])]}
-        os.makedirs(path, exist_ok=True)
-        meta_file = os.path.join(path, "meta.json")
-        if os.path.exists(meta_file):
-            with open(meta_file) as f:
-                old = json.load(f)
-            if old.get("fingerprint") != fp:
-                raise ValueError(
-                    f"sweep: {path!r} holds the chunks of a different sweep (other inputs, system "
-                    "or options). Use another out folder, or delete this one to start over."
-                )
-        else:
-            with open(meta_file + ".tmp", "w") as f:
-                json.dump(meta, f)
-            os.replace(meta_file + ".tmp", meta_file)
-
-    pid, nproc = jax.process_index(), jax.process_count()
-    mine = [i for i in range(n_chunks) if i % nproc == pid]
-    results: dict[int, tuple] = {}
+    run, sharding = _runner(
+        system, ts, sorted(batch.params), plan, save_final_only, simulate_kwargs
+    )
+    store = (
+        None
+        if out is None
+        else _store(out, system, ts, batch, plan, save_final_only, simulate_kwargs)
+    )
+    mine = plan.mine()
+    results: dict[int, Chunk] = {}
     loaded = computed = 0
     bar = _Progress(len(mine), progress)
     for done, i in enumerate(mine, start=1):
-        lo, hi = i * chunk, min((i + 1) * chunk, B)
-        if path is not None and os.path.exists(_chunk_file(path, i)):
-            with np.load(_chunk_file(path, i)) as z:
-                results[i] = (z["q"], z["qd"], z["result"], z["num_steps"])
+        if store is not None and store.has(i):
+            results[i] = store.load(i)
             loaded += 1
             bar.update(done, 0, loaded)
             continue
-        idx = np.minimum(np.arange(lo, lo + chunk), B - 1)  # pad by repeating the last one
-        args = ({k: params[k][idx] for k in names}, q0[idx], qd0[idx])
-        args = jax.device_put(args, batch_sharding)
-        q, qd, res, steps = jax.device_get(run(*args))
-        m = hi - lo
-        results[i] = (q[:m], qd[:m], np.asarray(res[:m]), np.asarray(steps[:m]))
-        if path is not None:
-            tmp = _chunk_file(path, i)[:-4] + ".tmp.npz"
-            np.savez(tmp, q=results[i][0], qd=results[i][1], result=results[i][2], num_steps=results[i][3])
-            os.replace(tmp, _chunk_file(path, i))
+        lo, hi = plan.bounds(i, B)
+        idx = np.minimum(np.arange(lo, lo + plan.chunk), B - 1)  # pad with the last one
+        outs = jax.device_get(run(*jax.device_put(batch.take(idx), sharding)))
+        results[i] = Chunk(*(np.asarray(x[: hi - lo]) for x in outs))
+        if store is not None:
+            store.save(i, results[i])
         computed += 1
-        bar.update(done, m, loaded)
+        bar.update(done, hi - lo, loaded)
         if on_chunk is not None:
-            on_chunk(i, n_chunks)
-
-    order = [results[i] for i in mine]
-    q, qd, res, steps = (np.concatenate([r[j] for r in order]) for j in range(4))
-    ts_out = np.asarray(ts) if save == "trajectory" else np.asarray(ts)[-1:]
-    return SweepResult(ts_out, q, qd, res, steps, res == 0, path, computed, loaded, nd)
+            on_chunk(i, plan.n_chunks)
+    res = concatenate([results[i] for i in mine])
+    ts_out = np.asarray(ts)[-1:] if save_final_only else np.asarray(ts)
+    return SweepResult(
+        ts_out,
+        *res,
+        res.result == 0,
+        None if store is None else store.path,
+        computed,
+        loaded,
+        len(plan.devices),
+    )
 
 
 def load_sweep(path: str) -> SweepResult:
     """Load a finished sweep written by :func:`sweep` (all chunks, from every host).
 
     Raises ``FileNotFoundError`` naming the missing chunks if the sweep is incomplete.
+
+    Example:
+        >>> import jax.numpy as jnp, ukjax, tempfile
+        >>> from ukjax.systems import SimplePendulum
+        >>> out = tempfile.mkdtemp()
+        >>> _ = ukjax.sweep(SimplePendulum(), jnp.ones((4, 1)), jnp.zeros((4, 1)),
+        ...                 jnp.linspace(0.0, 1.0, 3), out=out, chunk_size=2, progress=False)
+        >>> ukjax.load_sweep(out).q.shape
+        (4, 3, 1)
     """
-    with open(os.path.join(path, "meta.json")) as f:
-        meta = json.load(f)
-    missing = [i for i in range(meta["n_chunks"]) if not os.path.exists(_chunk_file(path, i))]
+    meta = read_meta(path)
+    n_chunks = meta["n_chunks"]
+    missing = [i for i in range(n_chunks) if not os.path.exists(chunk_file(path, i))]
     if missing:
         raise FileNotFoundError(
-            f"load_sweep: {len(missing)} of {meta['n_chunks']} chunks are missing in {path!r} "
+            f"load_sweep: {len(missing)} of {n_chunks} chunks are missing in {path!r} "
             f"(first: {missing[:5]}); run the same sweep again to finish them."
         )
-    parts = []
-    for i in range(meta["n_chunks"]):
-        with np.load(_chunk_file(path, i)) as z:
-            parts.append((z["q"], z["qd"], z["result"], z["num_steps"]))
-    q, qd, res, steps = (np.concatenate([p[j] for p in parts]) for j in range(4))
-    return SweepResult(np.asarray(meta["ts"]), q, qd, res, steps, res == 0, path, 0, meta["n_chunks"], 0)
+    res = concatenate([load_chunk(path, i) for i in range(n_chunks)])
+    return SweepResult(np.asarray(meta["ts"]), *res, res.result == 0, path, 0, n_chunks, 0)

@@ -2,9 +2,15 @@ r"""The :class:`System` base class: a mechanical model whose physical parameters
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jaxtyping import ArrayLike
+
+
+_T = TypeVar("_T")
 
 
 class System(eqx.Module):
@@ -56,14 +62,14 @@ class System(eqx.Module):
         [0.0, -9.81]
     """
 
-    def kinetic_energy(self, t, q, qd):
+    def kinetic_energy(self, t, q, qd) -> ArrayLike:
         raise NotImplementedError(
             f"{type(self).__name__} defines neither kinetic_energy(self, t, q, qd) nor "
             "mass_matrix(self, t, q); define one of them."
         )
 
-    def mass_matrix(self, t, q):
-        if not _overrides(self, "kinetic_energy"):
+    def mass_matrix(self, t, q) -> ArrayLike:
+        if not overrides(self, "kinetic_energy"):
             raise NotImplementedError(
                 f"{type(self).__name__} defines neither kinetic_energy(self, t, q, qd) nor "
                 "mass_matrix(self, t, q); define one of them."
@@ -71,26 +77,26 @@ class System(eqx.Module):
         T = lambda qd: self.kinetic_energy(t, q, qd)
         return jax.hessian(T)(jnp.zeros_like(q))
 
-    def potential_energy(self, t, q):
+    def potential_energy(self, t, q) -> ArrayLike | None:
         return None
 
-    def forces(self, t, q, qd):
+    def forces(self, t, q, qd) -> ArrayLike | None:
         return None
 
-    def holonomic(self, t, q):
+    def holonomic(self, t, q) -> ArrayLike | None:
         return None
 
-    def nonholonomic(self, t, q, qd):
+    def nonholonomic(self, t, q, qd) -> ArrayLike | None:
         return None
 
-    def acceleration_constraint(self, t, q, qd):
+    def acceleration_constraint(self, t, q, qd) -> tuple[ArrayLike, ArrayLike] | None:
         return None
 
-    def nonideal_force(self, t, q, qd):
+    def nonideal_force(self, t, q, qd) -> ArrayLike | None:
         return None
 
 
-def _overrides(system: System, name: str) -> bool:
+def overrides(system: System, name: str) -> bool:
     return getattr(type(system), name) is not getattr(System, name)
 
 
@@ -118,7 +124,7 @@ def check_state(q, qd):
     return q.astype(dtype), qd.astype(dtype)
 
 
-def floatify(system: System) -> System:
+def floatify(system: _T) -> _T:
     """Turn Python float fields into arrays, so that they are traced (not static) and
     changing a parameter value does not trigger recompilation."""
     return jax.tree_util.tree_map(

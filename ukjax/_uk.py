@@ -18,37 +18,28 @@ eq 9). No matrix square root or eigendecomposition of $M$ is formed, so gradient
 finite when masses repeat. $B^+e$ is evaluated by a Cholesky factorisation of the small
 Gram matrix $BB^T$ when $A$ has full row rank (the fast path) and by a rank-revealing SVD
 with a custom derivative otherwise (redundant or dependent constraints), chosen at run
-time. For small systems (n <= 8) the Cholesky factorisations and triangular solves are
-unrolled scalar code that XLA fuses across a `vmap` batch (:mod:`ukjax._dense`); larger
-systems use LAPACK. Which is faster where was measured by `benchmarks/kernels.py`.
+time (:class:`ukjax.CholeskyWithFallback`; the choice is a strategy object, see
+:mod:`ukjax._uk_solvers`). For small systems (n <= 8) the Cholesky factorisations and
+triangular solves are unrolled scalar code that XLA fuses across a `vmap` batch
+(:mod:`ukjax._kernels`); larger systems use LAPACK. Which is faster where was measured by
+`benchmarks/kernels.py`.
 
 **References.** F. E. Udwadia, R. E. Kalaba, *A new perspective on constrained motion*,
 Proc. R. Soc. Lond. A 439 (1992) 407-410; F. E. Udwadia, *On constrained motion*, Appl.
-Math. Comput. 164 (2005) 313-320.
+Math. Comput. (2004/2005), eqs 8-12.
 """
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 import equinox as eqx
-import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float
 
 from ._errors import error_if
-from ._dense import LAPACK, UNROLL_MAX_N, UNROLLED, DenseOps
-from ._linalg import full_rank_solve, pinv_solve
-
-
-UKMethod = Literal["auto", "svd", "cholesky", "lapack", "unrolled"]
-_METHODS = ("auto", "svd", "cholesky", "lapack", "unrolled")
-
-
-def _dense_ops(method: str, n: int) -> DenseOps:
-    if method == "unrolled" or (method == "auto" and n <= UNROLL_MAX_N):
-        return UNROLLED
-    return LAPACK
+from ._uk_solvers import AbstractUKSolver, check_uk_solver
 
 
 class UKTerms(NamedTuple):
@@ -63,7 +54,7 @@ class UKTerms(NamedTuple):
     spd_ok: jax.Array  # whether the Cholesky factorisation of M succeeded, ()
 
 
-def _validate(M, Q, A, b, C):
+def _validate(M, Q, A, b, C) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array | None]:
     M, Q, A, b = (jnp.asarray(x) for x in (M, Q, A, b))
     if M.ndim != 2 or M.shape[0] != M.shape[1]:
         raise ValueError(f"M must be a square (n, n) mass matrix; got shape {M.shape}.")
@@ -84,36 +75,32 @@ def _validate(M, Q, A, b, C):
     dtype = jnp.result_type(*(x for x in (M, Q, A, b, C) if x is not None))
     if not jnp.issubdtype(dtype, jnp.floating):
         dtype = jnp.result_type(float)
-    cast = lambda x: None if x is None else x.astype(dtype)
-    return cast(M), cast(Q), cast(A), cast(b), cast(C)
+    return (
+        M.astype(dtype),
+        Q.astype(dtype),
+        A.astype(dtype),
+        b.astype(dtype),
+        None if C is None else C.astype(dtype),
+    )
 
 
-def _constraint_solve(B, E, method: str, ops: DenseOps):
-    """B^+ E for E of shape (m, k), by the chosen method."""
-    if method == "svd":
-        return pinv_solve(B, E)
-    z_fast, ok = full_rank_solve(B, E, ops)
-    if method == "cholesky":
-        return z_fast
-    # "auto", "lapack", "unrolled": the fast path when B has full row rank, the
-    # rank-revealing solve otherwise. Under vmap the predicate is reduced over the batch
-    # (``unvmap_all``) so that `cond` stays a real branch: the whole batch takes the fast
-    # path when every member has full row rank, and the exact SVD path otherwise (a
-    # batched `select` would always pay for the SVD).
-    return jax.lax.cond(eqxi.unvmap_all(ok), lambda: z_fast, lambda: pinv_solve(B, E))
-
-
-def uk_terms(M, Q, A, b, C=None, *, method: UKMethod = "auto") -> UKTerms:
+def uk_terms(M, Q, A, b, C=None, *, uk_solver: AbstractUKSolver | None = None) -> UKTerms:
     """All terms of the Udwadia-Kalaba equation, without raising on bad input.
 
     Use :func:`udwadia_kalaba` or :func:`constraint_forces` unless you need the
     diagnostics (``residual``, ``inconsistency``, ``spd_ok``).
+
+    Example:
+        >>> import jax.numpy as jnp, ukjax
+        >>> terms = ukjax.uk_terms(jnp.eye(2), jnp.array([0.0, -9.81]),
+        ...                        jnp.array([[0.0, 1.0]]), jnp.array([0.0]))
+        >>> [float(v) for v in terms.Qc_ideal], bool(terms.spd_ok)
+        ([0.0, 9.81], True)
     """
-    if method not in _METHODS:
-        raise ValueError(f"method must be one of {_METHODS}; got {method!r}.")
+    uk_solver = check_uk_solver(uk_solver)
     M, Q, A, b, C = _validate(M, Q, A, b, C)
     n, m = M.shape[0], A.shape[0]
-    ops = _dense_ops(method, n)
+    ops = uk_solver.kernels.ops(n)
     L = ops.cholesky(M)
     spd_ok = jnp.all(jnp.isfinite(L))
     solve_M = lambda v: ops.solve_lower_t(L, ops.solve_lower(L, v))
@@ -126,13 +113,13 @@ def uk_terms(M, Q, A, b, C=None, *, method: UKMethod = "auto") -> UKTerms:
     B = ops.solve_lower(L, A.T).T  # A L^{-T}, (m, n)
     e = b - ops.matmul(A, a)
     if C is None:
-        z = _constraint_solve(B, e[:, None], method, ops)[:, 0]  # B^+ (b - A a)
+        z = uk_solver.pinv(B, e[:, None], ops)[:, 0]  # B^+ (b - A a)
         Qc_ni = zeros
         y = z
     else:
         c_tilde = ops.solve_lower(L, C)  # L^{-1} C
         E = jnp.stack([e, ops.matmul(B, c_tilde)], axis=1)
-        z, w = _constraint_solve(B, E, method, ops).T
+        z, w = uk_solver.pinv(B, E, ops).T
         Qc_ni = C - ops.matmul(L, w)  # M (I - A_M^+ A) M^{-1} C = C - L B^+ B L^{-1} C
         y = z + c_tilde - w  # B^+ e + (I - B^+ B) L^{-1} C
     Qc_i = ops.matmul(L, z)  # M A_M^+ (b - A a) = L B^+ (b - A a)
@@ -153,29 +140,28 @@ def default_consistency_tol(dtype) -> float:
 
 def check_terms(x, terms: UKTerms, M, inputs, *, consistency_tol=None):
     """Return ``x``; raise (inside jit too) on a non-SPD mass matrix, non-finite values or
-    inconsistent constraints."""
-    qdd = x
+    inconsistent constraints. ``inputs``: the arrays that went into the equation."""
     dtype = terms.qdd.dtype
     tol = default_consistency_tol(dtype) if consistency_tol is None else consistency_tol
-    finite_in = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in inputs]))
-    qdd = error_if(
-        qdd,
+    finite_in = jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in inputs]))
+    x = error_if(
+        x,
         ~finite_in,
         "ukjax: non-finite value (NaN or inf) in the inputs of the Udwadia-Kalaba equation "
         "(state, M, Q, A, b or C). Check the initial state, the parameters and that the "
         "simulation has not diverged (reduce the time span or tighten the tolerances).",
     )
     asym = jnp.max(jnp.abs(M - M.T)) / jnp.maximum(jnp.max(jnp.abs(M)), jnp.finfo(dtype).tiny)
-    qdd = error_if(
-        qdd,
+    x = error_if(
+        x,
         (asym > 1e3 * jnp.finfo(dtype).eps) | ~terms.spd_ok,
         "ukjax: the mass matrix is not symmetric positive definite (asymmetric, or its "
         "Cholesky factorisation failed). Check that every mass and inertia is > 0 and that "
         "mass_matrix/kinetic_energy describes a positive-definite kinetic energy.",
         relative_asymmetry=asym,
     )
-    qdd = error_if(
-        qdd,
+    return error_if(
+        x,
         terms.inconsistency > tol,
         "ukjax: inconsistent constraints: b is not in the range of A, so no acceleration "
         "satisfies A qdd = b (the relative least-squares residual printed above exceeds "
@@ -184,15 +170,24 @@ def check_terms(x, terms: UKTerms, M, inputs, *, consistency_tol=None):
         relative_residual=terms.inconsistency,
         tolerance=jnp.asarray(tol, dtype),
     )
-    return qdd
 
 
 def udwadia_kalaba(
-    M, Q, A, b, C=None, *, method: UKMethod = "auto", check: bool = True, consistency_tol=None
-) -> jax.Array:
+    M: Float[ArrayLike, "n n"],
+    Q: Float[ArrayLike, " n"],
+    A: Float[ArrayLike, "m n"],
+    b: Float[ArrayLike, " m"],
+    C: Float[ArrayLike, " n"] | None = None,
+    *,
+    uk_solver: AbstractUKSolver | None = None,
+    check: bool = True,
+    consistency_tol: float | None = None,
+) -> Float[Array, " n"]:
     r"""Constrained acceleration $\ddot q$ from the Udwadia-Kalaba equation.
 
-    $$\ddot q = a + M^{-1/2}(AM^{-1/2})^+(b - Aa) + (I - A_M^+A)M^{-1}C,\qquad a = M^{-1}Q.$$
+    $$\ddot q = a + M^{-1/2}(AM^{-1/2})^+(b - Aa) + (I - A_M^+A)M^{-1}C,\qquad a = M^{-1}Q$$
+
+    (Udwadia and Kalaba 1992; Udwadia, *On constrained motion*, 2004, eqs 8-12).
 
     **Arguments:**
 
@@ -202,10 +197,12 @@ def udwadia_kalaba(
       m may be 0.
     - `b`: (m,) right-hand side.
     - `C`: (n,) prescribed work vector of non-ideal constraints, or `None` (ideal).
-    - `method`: `"auto"` (default: Cholesky of $AM^{-1}A^T$ when $A$ has full row rank,
-      else an SVD; unrolled kernels for n <= 8, LAPACK above), `"unrolled"` or `"lapack"`
-      (the same with the kernels forced), `"svd"` (always rank-revealing) or
-      `"cholesky"` (LAPACK, full row rank only: wrong for redundant constraints).
+    - `uk_solver`: how $B^+E$ is computed, a strategy object:
+      :class:`ukjax.CholeskyWithFallback` (default: Cholesky of $AM^{-1}A^T$ when $A$ has
+      full row rank, else an SVD), :class:`ukjax.SVD` (always rank-revealing) or
+      :class:`ukjax.Cholesky` (full row rank only: wrong for redundant constraints). Each
+      takes `kernels=` (:class:`ukjax.AutoKernels` by default: unrolled code for n <= 8,
+      LAPACK above).
     - `check`: raise on a non-SPD `M`, non-finite inputs or inconsistent constraints.
     - `consistency_tol`: relative least-squares residual above which the constraints are
       reported as inconsistent (default $\sqrt{\varepsilon}$ of the dtype).
@@ -222,20 +219,29 @@ def udwadia_kalaba(
         >>> [round(float(v), 6) for v in ukjax.udwadia_kalaba(M, Q, A, b)]
         [0.0, -9.81]
     """
-    M, Q, A, b, C = _validate(M, Q, A, b, C)
-    return _udwadia_kalaba(M, Q, A, b, C, method, check, consistency_tol)
+    args = _validate(M, Q, A, b, C)
+    return _udwadia_kalaba(*args, check_uk_solver(uk_solver), check, consistency_tol)
 
 
 @eqx.filter_jit
-def _udwadia_kalaba(M, Q, A, b, C, method, check, consistency_tol):
-    terms = uk_terms(M, Q, A, b, C, method=method)
+def _udwadia_kalaba(M, Q, A, b, C, uk_solver, check, consistency_tol):
+    terms = uk_terms(M, Q, A, b, C, uk_solver=uk_solver)
     if not check:
         return terms.qdd
     inputs = [M, Q, A, b] + ([] if C is None else [C])
     return check_terms(terms.qdd, terms, M, inputs, consistency_tol=consistency_tol)
 
 
-def constraint_forces(M, Q, A, b, C=None, *, method: UKMethod = "auto", check: bool = True):
+def constraint_forces(
+    M: Float[ArrayLike, "n n"],
+    Q: Float[ArrayLike, " n"],
+    A: Float[ArrayLike, "m n"],
+    b: Float[ArrayLike, " m"],
+    C: Float[ArrayLike, " n"] | None = None,
+    *,
+    uk_solver: AbstractUKSolver | None = None,
+    check: bool = True,
+) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
     r"""Ideal and non-ideal generalized constraint forces (Udwadia 2004, eqs 11-12).
 
     $$Q^c_i = MA_M^+(b - Aa),\qquad Q^c_{ni} = M(I - A_M^+A)M^{-1}C,$$
@@ -252,13 +258,13 @@ def constraint_forces(M, Q, A, b, C=None, *, method: UKMethod = "auto", check: b
         >>> [round(float(v), 6) for v in Qi]   # the support pushes up with m g
         [0.0, 9.81]
     """
-    M, Q, A, b, C = _validate(M, Q, A, b, C)
-    return _constraint_forces(M, Q, A, b, C, method, check)
+    args = _validate(M, Q, A, b, C)
+    return _constraint_forces(*args, check_uk_solver(uk_solver), check)
 
 
 @eqx.filter_jit
-def _constraint_forces(M, Q, A, b, C, method, check):
-    terms = uk_terms(M, Q, A, b, C, method=method)
+def _constraint_forces(M, Q, A, b, C, uk_solver, check):
+    terms = uk_terms(M, Q, A, b, C, uk_solver=uk_solver)
     if check:
         inputs = [M, Q, A, b] + ([] if C is None else [C])
         return check_terms((terms.Qc_ideal, terms.Qc_nonideal), terms, M, inputs)

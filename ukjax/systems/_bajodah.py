@@ -1,5 +1,16 @@
-r"""Particles of seed 004 (Bajodah 2003): on a cone surface (Ex. 2.1/4.2) and under a
-rheonomic nonholonomic constraint (Ex. 2.2)."""
+r"""Particles of Bajodah 2003: on a cone surface (Ex. 2.1/4.2) and under a
+rheonomic nonholonomic constraint (Ex. 2.2).
+
+Example:
+    >>> import jax.numpy as jnp, ukjax
+    >>> from ukjax.systems import ConeSurfaceParticle, NonholonomicParticle
+    >>> q, qd = jnp.array([1.0, 0.0, 0.5]), jnp.array([0.0, 0.4, 0.0])
+    >>> ukjax.acceleration(ConeSurfaceParticle(), 0.0, q, qd).shape
+    (3,)
+    >>> A, b = ukjax.constraint_matrices(NonholonomicParticle(), 0.0, q, qd)
+    >>> A.shape
+    (1, 3)
+"""
 
 from __future__ import annotations
 
@@ -9,18 +20,18 @@ from .._system import System
 
 
 class ConeSurfaceParticle(System):
-    r"""A particle on the surface $r\phi = c$ in spherical coordinates, seed 004 Ex. 2.1.
+    r"""A particle on the surface $r\phi = c$ in spherical coordinates, Bajodah 2003, Ex. 2.1.
 
     $q = (r, \theta, \phi)$: $\theta$ is the azimuth from the X axis, $\phi$ the angle from
     the Z axis. $T = \tfrac12 m(\dot r^2 + r^2\sin^2\phi\,\dot\theta^2 + r^2\dot\phi^2)$, so
     the velocity terms come from autodiff. The active force has constant components
-    $F_r, F_\theta, F_\phi$ along the seed's frame $\mathbf i = \mathbf e_r$,
+    $F_r, F_\theta, F_\phi$ along the paper's frame $\mathbf i = \mathbf e_r$,
     $\mathbf j = \mathbf e_\theta$, $\mathbf k = \mathbf i\times\mathbf j = -\mathbf e_\phi$,
     giving the generalized force $[F_r,\ r\sin\phi F_\theta,\ -rF_\phi]$ (the minus sign
     from $\mathbf k = -\mathbf e_\phi$). The ideal holonomic constraint is $r\phi - c = 0$.
 
-    Generalized speeds of the seed: $u_1 = \dot r$, $u_2 = r\dot\theta\sin\phi$,
-    $u_3 = -r\dot\phi$ (:meth:`generalized_speeds`). The seed gives no numbers; the
+    Generalized speeds of the thesis: $u_1 = \dot r$, $u_2 = r\dot\theta\sin\phi$,
+    $u_3 = -r\dot\phi$ (:meth:`generalized_speeds`). The paper gives no numbers; the
     defaults here ($m = 1$, $c = 0.5$, forces $(0.3, -0.2, 0.1)$) are arbitrary.
     """
 
@@ -51,10 +62,10 @@ class ConeSurfaceParticle(System):
 
 class NonholonomicParticle(System):
     r"""A particle with the rheonomic nonholonomic constraint $\dot y = z\dot x + \alpha(t)$,
-    seed 004 Ex. 2.2 (eqs 76-96).
+    Bajodah 2003, Ex. 2.2 (eqs 76-96).
 
     $q = (x, y, z)$, $M = mI$, constant forces $(F_x, F_y, F_z)$, and
-    $\alpha(t) = \alpha_0\sin(\omega t)$ (the seed leaves $\alpha$ unspecified; this
+    $\alpha(t) = \alpha_0\sin(\omega t)$ (the paper leaves $\alpha$ unspecified; this
     smooth choice is documented here). UK gives $A = [-z, 1, 0]$,
     $b = \dot z\dot x + \dot\alpha(t)$.
     """

@@ -1,4 +1,12 @@
-r"""The two-mass Duffing oscillator with a rheonomic constraint (seed 000 §3.3)."""
+r"""The two-mass Duffing oscillator with a rheonomic constraint (Pamplona 2021, §3.3).
+
+Example:
+    >>> import jax.numpy as jnp, ukjax
+    >>> from ukjax.systems import DuffingOscillator
+    >>> s = DuffingOscillator()
+    >>> float(ukjax.constraint_residuals(s, 0.0, *s.initial_state()).max_abs()) < 1e-12
+    True
+"""
 
 from __future__ import annotations
 
@@ -10,7 +18,7 @@ from .._system import System
 class DuffingOscillator(System):
     r"""Two masses, two nonlinear springs and dampers, and a prescribed relative motion.
 
-    Seed 000 §3.3 (Example 3, eqs 57-70). $q = [x_1, x_2]$, $M = \mathrm{diag}(m_1, m_2)$.
+    Pamplona 2021, §3.3 (Example 3, eqs 57-70). $q = [x_1, x_2]$, $M = \mathrm{diag}(m_1, m_2)$.
     Spring/damper 1 joins mass 1 to mass 2 (extension $u_1 = x_1 - x_2$), spring/damper 2
     joins mass 2 to the wall ($u_2 = x_2$); spring force $k_iu_i + k^{nl}_iu_i^3$, damper
     force $c_i\dot u_i$. Impressed force (eq 60) $F = -(Kx + C\dot x + g^{nl})$.
@@ -18,7 +26,7 @@ class DuffingOscillator(System):
     Rheonomic holonomic constraint (eq 57), enforced when `constrained` is true:
     $x_1 - x_2 = A_0 e^{-\alpha t}\sin\omega t$.
 
-    Seed values: $m = (2, 1)$, $k = (10, 12)$, $k^{nl} = (1, 2)$, $c = (0.1, 0.15)$,
+    Published values: $m = (2, 1)$, $k = (10, 12)$, $k^{nl} = (1, 2)$, $c = (0.1, 0.15)$,
     $A_0 = 1$, $\omega = 2\pi$, $\alpha = 1$; initial state $x = (1, 1)$,
     $\dot x = (2 + A_0\omega, 2)$; $t \in [0, 5]$.
     """
@@ -57,7 +65,7 @@ class DuffingOscillator(System):
         return jnp.stack([q[0] - q[1] - self.prescribed_relative_motion(t)])
 
     def initial_state(self):
-        """The seed's initial state: $x = (1, 1)$, $\\dot x = (2 + A_0\\omega, 2)$."""
+        """The paper's initial state: $x = (1, 1)$, $\\dot x = (2 + A_0\\omega, 2)$."""
         q0 = jnp.array([1.0, 1.0])
         qd0 = jnp.stack([2.0 + self.A0 * self.omega, jnp.asarray(2.0)])
         return q0, qd0

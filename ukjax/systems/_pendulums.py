@@ -1,4 +1,22 @@
-r"""Pendulums: minimal-coordinate, Cartesian, the doubly constrained 3-D bob, and chains."""
+r"""Pendulums: minimal-coordinate, Cartesian, the doubly constrained 3-D bob, and chains.
+
+Example:
+    >>> import jax.numpy as jnp, ukjax
+    >>> from ukjax.systems import CartesianPendulum, DoubleRodPendulum, PlanarChain, SimplePendulum
+    >>> p = SimplePendulum(length=2.0, g=9.8)
+    >>> float(ukjax.acceleration(p, 0.0, jnp.array([jnp.pi / 2]), jnp.zeros(1))[0])
+    -4.9
+    >>> [round(float(v), 4) for v in ukjax.acceleration(CartesianPendulum(), 0.0,
+    ...                                                 jnp.array([0.0, -1.0]), jnp.zeros(2))]
+    [0.0, 0.0]
+    >>> rod = DoubleRodPendulum()
+    >>> float(ukjax.constraint_residuals(rod, 0.0, *rod.initial_state()).max_abs())
+    0.0
+    >>> chain = PlanarChain.uniform(3)
+    >>> q, qd = chain.state_from_angles(jnp.array([0.1, 0.2, 0.3]), jnp.array([1.0, 0.0, -1.0]))
+    >>> float(ukjax.constraint_residuals(chain, 0.0, q, qd).max_abs()) < 1e-14
+    True
+"""
 
 from __future__ import annotations
 
@@ -8,7 +26,7 @@ from .._system import System
 
 
 class SimplePendulum(System):
-    r"""Planar pendulum in the minimal coordinate $q = [\theta]$ (seed 001 §3.3.2).
+    r"""Planar pendulum in the minimal coordinate $q = [\theta]$ (On Dynamics 2020, §3.3.2).
 
     $T = \tfrac12 m l^2\dot\theta^2$, $V = -mgl\cos\theta$ (angle from the downward
     vertical, datum at the hinge), so $\ddot\theta = -(g/l)\sin\theta$ (eq 15m). No
@@ -25,24 +43,9 @@ class SimplePendulum(System):
     def potential_energy(self, t, q):
         return -self.mass * self.g * self.length * jnp.cos(q[0])
 
-    def momentum(self, qd):
-        """Generalized momentum $p = ml^2\\dot\\theta$ (seed 001 §3.4.3)."""
-        return self.mass * self.length**2 * qd
-
-    def hamiltonian(self, q, p):
-        r"""$\mathcal H = \tfrac12 p^2/(ml^2) - mgl\cos q$ (seed 001 eq 21g)."""
-        return 0.5 * p[0] ** 2 / (self.mass * self.length**2) - self.mass * self.g * self.length * jnp.cos(q[0])
-
-    def hamilton_rhs(self, t, y):
-        r"""Hamilton's equations for $y = (q, p)$, written out by hand (eqs 21h-i, corrected):
-        $\dot q = p/(ml^2)$ (the seed prints $p^2/(ml^2)$), $\dot p = -mgl\sin q$."""
-        q, p = y[0], y[1]
-        ml2 = self.mass * self.length**2
-        return jnp.stack([p / ml2, -self.mass * self.g * self.length * jnp.sin(q)])
-
 
 class CartesianPendulum(System):
-    r"""Planar pendulum in Cartesian coordinates $q = [x, y]$, $y$ up (seed 001 §3.6.4).
+    r"""Planar pendulum in Cartesian coordinates $q = [x, y]$, $y$ up (On Dynamics 2020, §3.6.4).
 
     $M = mI_2$, gravity $-mg\hat y$, holonomic constraint $\varphi = x^2 + y^2 - L^2$.
     The UK equation gives the closed form (eq 33h)
@@ -64,15 +67,15 @@ class CartesianPendulum(System):
 
 
 class DoubleRodPendulum(System):
-    r"""Unit-mass bob held by two rigid rods: seed 000 §3.4 (Example 4, eqs 71-78).
+    r"""Unit-mass bob held by two rigid rods: Pamplona 2021, §3.4 (Example 4, eqs 71-78).
 
     $q = [x, y, z]$, $M = mI_3$, gravity along $+x$ ($a = [g, 0, 0]^T$ for $m = 1$).
-    Constraints, in the seed's prose version (eqs 71-72 swap the lengths; see
-    SEED_CASES.md erratum — both readings coincide for $L_1 = L_2$):
+    Constraints, in the paper's prose version (eqs 71-72 swap the lengths; see
+    an erratum found by this project — both readings coincide for $L_1 = L_2$):
 
     $$x^2 + y^2 + z^2 = L_1^2,\qquad (x - L_1)^2 + y^2 + (z - L_2)^2 = L_2^2.$$
 
-    Seed values: $L_1 = L_2 = 1$, $g = 10$, $m = 1$; initial state $q_0 = [L_1, 0, 0]$,
+    Published values: $L_1 = L_2 = 1$, $g = 10$, $m = 1$; initial state $q_0 = [L_1, 0, 0]$,
     $\dot q_0 = [0, 4, 0]$, $t \in [0, 3]$. The motion is a curve on which $x + z \equiv 1$
     for $L_1 = L_2 = 1$.
     """
@@ -98,7 +101,7 @@ class DoubleRodPendulum(System):
         )
 
     def initial_state(self, yd0=4.0):
-        """The seed's initial state $q_0 = [L_1, 0, 0]$, $\\dot q_0 = [0, \\dot y_0, 0]$."""
+        """The paper's initial state $q_0 = [L_1, 0, 0]$, $\\dot q_0 = [0, \\dot y_0, 0]$."""
         q0 = jnp.array([1.0, 0.0, 0.0]) * self.L1
         qd0 = jnp.array([0.0, 1.0, 0.0]) * yd0
         return q0, qd0

@@ -1,7 +1,16 @@
-r"""Five planar robots under a first-order swarm law, seed 002 §8.2 (Zhao et al. 2018)."""
+r"""Five planar robots under a first-order swarm law, Zhao et al. 2018, §8.2.
+
+Example:
+    >>> import jax.numpy as jnp, ukjax
+    >>> from ukjax.systems import SwarmRobots
+    >>> q0, qd0 = SwarmRobots.initial_state()
+    >>> q0.shape
+    (10,)
+"""
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from .._system import System
@@ -24,15 +33,15 @@ class SwarmRobots(System):
     (eq 62, $a = 0.5$): attraction when far apart, repulsion when closer than $a$. The
     performance error of eq 65 is $\beta = \psi$ (:meth:`performance_error`).
 
-    Seed values: $m_i = 2$ kg, initial state of Table 1 (:meth:`initial_state`).
-    **Erratum** (SEED_CASES.md §2.9): Table 1's velocities violate eq 61
+    Published values: $m_i = 2$ kg, initial state of Table 1 (:meth:`initial_state`).
+    **Erratum** (found by this project): Table 1's velocities violate eq 61
     ($\lVert\beta(0)\rVert = 46.29$), and the plain UK equation keeps $\beta$ constant
     ($\dot\beta = 0$ is what it enforces). The decay to $\lVert\beta\rVert < 0.01$ reported
-    in the seed needs stabilisation: `ukjax.Baumgarte(alpha=gamma)`, i.e.
+    in the paper needs stabilisation: `ukjax.Baumgarte(alpha=gamma)`, i.e.
     $\dot\beta + \gamma\beta = 0$.
     """
 
-    masses: jnp.ndarray = None
+    masses: jax.Array
     a: float = 0.5
 
     def __init__(self, masses=None, a=0.5):
@@ -62,6 +71,8 @@ class SwarmRobots(System):
 
     @staticmethod
     def initial_state():
-        """Table 1 of seed 002 (positions in m, velocities in m/s)."""
-        return (jnp.asarray(TABLE_1_POSITIONS).reshape(-1),
-                jnp.asarray(TABLE_1_VELOCITIES).reshape(-1))
+        """Table 1 of Zhao et al. 2018 (positions in m, velocities in m/s)."""
+        return (
+            jnp.asarray(TABLE_1_POSITIONS).reshape(-1),
+            jnp.asarray(TABLE_1_VELOCITIES).reshape(-1),
+        )

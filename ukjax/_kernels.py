@@ -1,18 +1,19 @@
-r"""Dense kernels for the Udwadia-Kalaba solve: LAPACK calls, or unrolled scalar code for
-small systems.
+r"""Kernel backends of the Udwadia-Kalaba solve: LAPACK calls, or unrolled scalar code for
+small systems, as strategy objects (:class:`AutoKernels`, :class:`UnrolledKernels`,
+:class:`LapackKernels`).
 
 The UK right-hand side needs a Cholesky factor of $M$ (n, n) and of the Gram matrix
 $BB^T$ (m, m), a few triangular solves and matrix-vector products. Two interchangeable
 implementations:
 
-- :data:`LAPACK`: `jnp.linalg.cholesky`, `jax.scipy.linalg.solve_triangular` and `@`.
+- :class:`LapackKernels`: `jnp.linalg.cholesky`, `jax.scipy.linalg.solve_triangular` and `@`.
   Under `vmap` on CPU each batched factorisation is one LAPACK call per matrix, which is
   the faster choice from n of about 10-12 upwards.
-- :data:`UNROLLED`: the same algorithms written as straight-line scalar code (the textbook
+- :class:`UnrolledKernels`: the same algorithms written as straight-line scalar code (the textbook
   column Cholesky, forward and back substitution, products as multiply-and-sum). Under
   `vmap` every scalar becomes a vector over the batch, so XLA fuses the whole solve into a
   few loops over the batch with no per-matrix calls. The program grows like $n^3$, so
-  this is only used for small n (:data:`UNROLL_MAX_N`, chosen by
+  :class:`AutoKernels` uses it only for small n (`max_unrolled`, chosen by
   `benchmarks/kernels.py` at batch 1024-16384 on the 2-core CPU: 5-8x faster than
   LAPACK at n = 2, 2-5x at n = 3-6, 1.2-1.9x at n = 8, slower from n = 12, with compile
   time growing to 3-4 s at n = 8).
@@ -23,14 +24,17 @@ entries in either, which the callers detect.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Callable
+import abc
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
 
 UNROLL_MAX_N = 8
-"""Largest number of coordinates for which `method="auto"` uses the unrolled kernels."""
+"""Largest number of coordinates for which :class:`AutoKernels` uses the unrolled kernels."""
 
 
 def _cholesky_unrolled(M: jax.Array) -> jax.Array:
@@ -38,7 +42,7 @@ def _cholesky_unrolled(M: jax.Array) -> jax.Array:
     # (dM + dM^T)/2 for non-symmetric tangents.
     M = 0.5 * (M + M.T)
     n = M.shape[0]
-    L = [[None] * n for _ in range(n)]
+    L: list[list[Any]] = [[None] * n for _ in range(n)]
     for j in range(n):
         s = M[j, j]
         for k in range(j):
@@ -70,7 +74,7 @@ def _solve_lower_unrolled(L: jax.Array, X: jax.Array) -> jax.Array:
 def _solve_lower_t_unrolled(L: jax.Array, X: jax.Array) -> jax.Array:
     """$L^{-T}X$ for lower-triangular L."""
     n = L.shape[0]
-    rows = [None] * n
+    rows: list[Any] = [None] * n
     for i in reversed(range(n)):
         s = X[i]
         for k in range(i + 1, n):
@@ -115,3 +119,66 @@ UNROLLED = DenseOps(
     matmul=_matmul_unrolled,
     gram=_gram_unrolled,
 )
+
+
+class AbstractKernels(eqx.Module):
+    """The kernel backend of a UK solve: which dense operations to use for n coordinates.
+
+    Subclass it and implement :meth:`ops`; every UK solver strategy
+    (:class:`ukjax.CholeskyWithFallback`, :class:`ukjax.SVD`, :class:`ukjax.Cholesky`) has
+    a `kernels` field that takes one.
+    """
+
+    @abc.abstractmethod
+    def ops(self, n: int) -> DenseOps:
+        """The :class:`DenseOps` for a system of `n` coordinates (decided at trace time)."""
+
+
+class LapackKernels(AbstractKernels):
+    """LAPACK factorisations and triangular solves (`jnp.linalg`, `jax.scipy.linalg`).
+
+    Example:
+        >>> import jax.numpy as jnp, ukjax
+        >>> solver = ukjax.CholeskyWithFallback(kernels=ukjax.LapackKernels())
+        >>> [float(v) for v in ukjax.udwadia_kalaba(jnp.eye(2), jnp.array([0.0, -1.0]),
+        ...     jnp.array([[0.0, 1.0]]), jnp.array([0.0]), uk_solver=solver)]
+        [0.0, 0.0]
+    """
+
+    def ops(self, n: int) -> DenseOps:
+        return LAPACK
+
+
+class UnrolledKernels(AbstractKernels):
+    """Straight-line scalar code that XLA fuses across a `vmap` batch (any n; the program
+    grows like n^3, so prefer :class:`AutoKernels` unless n is small).
+
+    Example:
+        >>> import jax.numpy as jnp, ukjax
+        >>> solver = ukjax.CholeskyWithFallback(kernels=ukjax.UnrolledKernels())
+        >>> [float(v) for v in ukjax.udwadia_kalaba(jnp.eye(2), jnp.array([0.0, -1.0]),
+        ...     jnp.array([[0.0, 1.0]]), jnp.array([0.0]), uk_solver=solver)]
+        [0.0, 0.0]
+    """
+
+    def ops(self, n: int) -> DenseOps:
+        return UNROLLED
+
+
+class AutoKernels(AbstractKernels):
+    """Unrolled kernels for n <= `max_unrolled` coordinates, LAPACK above (the default).
+
+    The threshold 8 was measured by `benchmarks/kernels.py` on a 2-core CPU.
+
+    Example:
+        >>> import ukjax
+        >>> ukjax.AutoKernels().ops(4) is ukjax.UnrolledKernels().ops(4)
+        True
+        >>> ukjax.AutoKernels(max_unrolled=2).ops(4) is ukjax.LapackKernels().ops(4)
+        True
+    """
+
+    max_unrolled: int = eqx.field(static=True, default=UNROLL_MAX_N)
+
+    def ops(self, n: int) -> DenseOps:
+        return UNROLLED if n <= self.max_unrolled else LAPACK

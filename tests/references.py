@@ -1,0 +1,124 @@
+"""Independent references (NumPy, closed forms, hand-derived minimal equations) and random
+problem generators for the tests. Reference solutions live here, never in ukjax/."""
+
+import jax.numpy as jnp
+import numpy as np
+
+
+def random_spd(rng, n, cond=1e3):
+    """A random SPD matrix with condition number about `cond` (some eigenvalues repeat)."""
+    Qm, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    eig = np.exp(rng.uniform(0, np.log(cond), n))
+    if n >= 3:
+        eig[1] = eig[0]  # a repeated eigenvalue: what breaks eigh/sqrtm gradients
+    return (Qm * eig) @ Qm.T
+
+
+def random_constraints(rng, m, n, rank):
+    """A random (m, n) matrix of the given rank (rank <= min(m, n)), b in its range."""
+    A = rng.standard_normal((m, rank)) @ rng.standard_normal((rank, n))
+    b = A @ rng.standard_normal(n)
+    return A, b
+
+
+def sqrtm_inv_numpy(M):
+    w, V = np.linalg.eigh(M)
+    return (V / np.sqrt(w)) @ V.T
+
+
+def uk_reference(M, Q, A, b, C=None):
+    """Dense reference: qdd = a + M^{-1/2} (A M^{-1/2})^+ (b - A a) + (I - A_M^+ A) M^{-1} C."""
+    Mih = sqrtm_inv_numpy(M)
+    a = np.linalg.solve(M, Q)
+    AMp = Mih @ np.linalg.pinv(A @ Mih, rcond=1e-10)  # A_M^+
+    qdd = a + AMp @ (b - A @ a)
+    if C is not None:
+        qdd = qdd + (np.eye(len(Q)) - AMp @ A) @ np.linalg.solve(M, C)
+    return qdd
+
+
+def null_space(A, tol=1e-10):
+    U, s, Vt = np.linalg.svd(A)
+    rank = int(np.sum(s > tol * max(s.max(), 1e-300)))
+    return Vt[rank:].T  # (n, n - rank)
+
+
+# ---------------------------------------------------------------------------------------
+# Independent references for the systems of ukjax.systems (written by hand, not by UK).
+# The examples import them too (examples/_common.py puts tests/ on the path), so each is
+# written once.
+# ---------------------------------------------------------------------------------------
+
+
+def pendulum_momentum(pend, qd):
+    """Generalized momentum p = m l^2 thetadot of SimplePendulum (On Dynamics 2020, §3.4.3)."""
+    return pend.mass * pend.length**2 * qd
+
+
+def pendulum_hamiltonian(pend, q, p):
+    """H = p^2/(2 m l^2) - m g l cos q (On Dynamics 2020, eq 21g)."""
+    ml2 = pend.mass * pend.length**2
+    return 0.5 * p[0] ** 2 / ml2 - pend.mass * pend.g * pend.length * jnp.cos(q[0])
+
+
+def pendulum_hamilton_rhs(pend, t, y):
+    """Hamilton's equations for y = (q, p), by hand (On Dynamics 2020, eqs 21h-i, corrected:
+    qdot = p/(m l^2), where the notes print p^2/(m l^2)); pdot = -m g l sin q."""
+    q, p = y[0], y[1]
+    ml2 = pend.mass * pend.length**2
+    return jnp.stack([p / ml2, -pend.mass * pend.g * pend.length * jnp.sin(q)])
+
+
+def appell_hamel_reduced_rhs(s, t, y):
+    r"""Minimal equations of the Appell-Hamel mechanism, by Kane's method (not by UK).
+
+    State y = (theta, phi, x, y, z, thetadot, phidot). With the constraints, P moves with
+    (a phid cos th - rho thd sin th, a phid sin th + rho thd cos th, -b phid) and the wheel
+    centre with a phid (cos th, sin th, 0). Kane's equations for the speeds thd, phid:
+    (I + m rho^2) thdd = -m rho a thd phid,
+    (I + (M + m) a^2 + m b^2) phdd = m a rho thd^2 + m g b.
+    """
+    th, _, _, _, _, thd, phd = y
+    a, b, rho, m = s.a, s.b, s.rho, s.m
+    thdd = -m * rho * a * thd * phd / (s.I + m * rho**2)
+    phdd = (m * a * rho * thd**2 + m * s.g * b) / (s.I + (s.M + m) * a**2 + m * b**2)
+    xd = a * phd * jnp.cos(th) - rho * thd * jnp.sin(th)
+    yd = a * phd * jnp.sin(th) + rho * thd * jnp.cos(th)
+    return jnp.stack([thd, phd, xd, yd, -b * phd, thdd, phdd])
+
+
+def _ellipse_kane_terms(s, q, qd):
+    x, y = q
+    u1, u2 = qd
+    xb = x - s.x0
+    eps = s.a_e * xb / (s.b_e * y)
+    e1 = s.a_e * s.b_e * u1 * (-y * u1 + xb * u2) / (s.b_e * y) ** 2
+    e2 = s.K * (x - s.a_e / s.b_e * xb)
+    return eps, e1, e2, eps**2 + 1
+
+
+def ellipse_kane_constraint_force(s, q, qd):
+    """Bajodah 2003, eqs 251-253: F = [(m eps e1 - e2)/d + K x, (m e1 + eps e2)/d + K y]."""
+    eps, e1, e2, d = _ellipse_kane_terms(s, q, qd)
+    m = s.mass
+    return jnp.stack([(m * eps * e1 - e2) / d + s.K * q[0], (m * e1 + eps * e2) / d + s.K * q[1]])
+
+
+def ellipse_normal_constraint_force(s, q, qd):
+    """Bajodah 2003, eq 269: F = [m e1 + K(eps x + y)] tau / sqrt(d), tau = (eps, 1)/sqrt(d)."""
+    eps, e1, _, d = _ellipse_kane_terms(s, q, qd)
+    mag = (s.mass * e1 + s.K * (eps * q[0] + q[1])) / jnp.sqrt(d)
+    return mag * jnp.stack([eps, jnp.ones_like(eps)]) / jnp.sqrt(d)
+
+
+def coulomb_bead_exact_speed(bead, t, v0=2.0):
+    """Closed form for g = 0: m vdot = -mu m v^2/R, v = v0/(1 + mu v0 t/R), arc length
+    s = (R/mu) ln(1 + mu v0 t/R)."""
+    k = 1.0 + bead.mu * v0 * t / bead.R
+    return v0 / k, bead.R / bead.mu * jnp.log(k)
+
+
+def log_spiral_exact(s, t):
+    """The exact motion on the log spiral: theta = theta0 - t, r = exp(k theta)."""
+    th = s.theta0 - t
+    return jnp.exp(s.k * th), th

@@ -1,0 +1,168 @@
+r"""Mass-metric projection onto the constraint manifold: the function, and the
+stabilisation strategy that applies it after every integrator step.
+
+The projection moves $q$ onto $\varphi(q, t) = 0$ by Newton steps of minimum $M$-norm,
+$\Delta q = -M^{-1}\varphi_q^T(\varphi_qM^{-1}\varphi_q^T)^+\varphi$, then $\dot q$ onto
+$\dot\varphi = 0$, $\psi = 0$ the same way (computed as $-L^{-T}(JL^{-T})^+r$ with
+$M = LL^T$, no matrix square root).
+
+Why after each step rather than at save points: projecting only the saved output would
+leave the integrated state drifting (the saved values would be corrected but the motion
+itself would not), and projecting inside the step keeps every step starting on the
+manifold, which is what bounds the drift. The saved values are projected as well, since
+dense output between steps interpolates the unprojected stages.
+"""
+
+from __future__ import annotations
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float
+
+from ._dynamics import mass_and_force
+from ._linalg import weighted_pinv_solve
+from ._residuals import has_holonomic, phi, velocity_level
+from ._stabilization import AbstractStabilization
+from ._system import System, as_time, check_state
+
+
+def _mass_metric_step(L, J, r):
+    """Minimum-M-norm correction dx with J dx = -r: dx = -L^{-T} (J L^{-T})^+ r."""
+    return -weighted_pinv_solve(L, J, r[:, None])[:, 0]
+
+
+def project(system: System, t, q, qd, iterations: int):
+    """:func:`project_initial_conditions` for already validated `t`, `q`, `qd`."""
+
+    def chol(q_):
+        M, _ = mass_and_force(system, t, q_, jnp.zeros_like(q_))
+        return jnp.linalg.cholesky(M)
+
+    if has_holonomic(system, t, q):
+
+        def pos_step(_, q_):
+            J = jax.jacfwd(lambda x: phi(system, t, x))(q_)
+            return q_ + _mass_metric_step(chol(q_), J, phi(system, t, q_))
+
+        q = jax.lax.fori_loop(0, iterations, pos_step, q)
+
+    if velocity_level(system, t, q, qd).shape[0] > 0:
+        L = chol(q)
+        h = lambda v: velocity_level(system, t, q, v)
+
+        def vel_step(_, qd_):
+            return qd_ + _mass_metric_step(L, jax.jacfwd(h)(qd_), h(qd_))
+
+        qd = jax.lax.fori_loop(0, iterations, vel_step, qd)
+    return q, qd
+
+
+def project_initial_conditions(
+    system: System,
+    t0: ArrayLike,
+    q0: Float[ArrayLike, " n"],
+    qd0: Float[ArrayLike, " n"],
+    *,
+    iterations: int = 12,
+) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
+    r"""The consistent state nearest to $(q_0, \dot q_0)$ in the mass metric.
+
+    First $q$ is moved onto $\varphi(q, t_0) = 0$ by Newton steps of minimum
+    $M$-norm, $\Delta q = -M^{-1}\varphi_q^T(\varphi_qM^{-1}\varphi_q^T)^+\varphi$; then
+    $\dot q$ onto $\dot\varphi = 0$, $\psi = 0$ the same way (one step is exact for
+    constraints linear in $\dot q$). Redundant constraints are fine. Differentiable.
+
+    **Returns:** `(q0, qd0)` projected.
+
+    Example:
+        >>> import jax.numpy as jnp, ukjax
+        >>> from ukjax.systems import CartesianPendulum
+        >>> pend = CartesianPendulum(length=1.0)
+        >>> q, qd = ukjax.project_initial_conditions(pend, 0.0, jnp.array([1.1, 0.0]),
+        ...                                          jnp.array([0.3, 1.0]))
+        >>> [round(float(v), 6) for v in q], [round(float(v), 6) for v in qd]
+        ([1.0, 0.0], [0.0, 1.0])
+    """
+    q, qd = check_state(q0, qd0)
+    return project(system, as_time(t0, q.dtype), q, qd, iterations)
+
+
+class ProjectedSolver(diffrax.AbstractWrappedSolver):
+    """A diffrax solver whose every step ends with a mass-metric projection of the state."""
+
+    solver: diffrax.AbstractSolver
+    system: System
+    iterations: int = eqx.field(static=True, default=2)
+
+    @property
+    def term_structure(self):
+        return self.solver.term_structure
+
+    @property
+    def interpolation_cls(self):  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self.solver.interpolation_cls
+
+    @property
+    def term_compatible_contr_kwargs(self):
+        return self.solver.term_compatible_contr_kwargs
+
+    def order(self, terms):
+        return self.solver.order(terms)
+
+    def strong_order(self, terms):
+        return self.solver.strong_order(terms)
+
+    def error_order(self, terms):
+        return self.solver.error_order(terms)
+
+    def init(self, terms, t0, t1, y0, args):
+        return self.solver.init(terms, t0, t1, y0, args)
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        # made_jump=True: re-evaluate the first stage at the (projected) y0 instead of
+        # reusing an FSAL value computed at the unprojected end of the previous step.
+        y1, y_error, dense_info, solver_state, result = self.solver.step(
+            terms, t0, t1, y0, args, solver_state, True
+        )
+        y1 = project(self.system, t1, y1[0], y1[1], self.iterations)
+        return y1, y_error, dense_info, solver_state, result
+
+    def func(self, terms, t0, y0, args):
+        return self.solver.func(terms, t0, y0, args)
+
+
+class Projection(AbstractStabilization):
+    r"""Project $(q, \dot q)$ onto the constraint manifold after every integrator step.
+
+    Residuals stay at round-off without changing the stiffness; costs a few Jacobians per
+    step. The integrated equation is the plain UK one (no change to $b$).
+
+    **Arguments:**
+
+    - `iterations`: Newton iterations per projection for positions (and for velocities
+      under constraints nonlinear in $\dot q$); each step starts within the local
+      truncation error of the manifold, so 2 suffice (quadratic convergence).
+
+    Use as `simulate(..., stabilization=ukjax.Projection())`. Works with any diffrax
+    solver; one extra right-hand-side evaluation per step for FSAL solvers (the first
+    stage is re-evaluated at the projected state).
+
+    Example:
+        >>> import jax, jax.numpy as jnp, ukjax
+        >>> jax.config.update("jax_enable_x64", True)
+        >>> from ukjax.systems import CartesianPendulum
+        >>> sol = ukjax.simulate(CartesianPendulum(), jnp.array([1.0, 0.0]), jnp.zeros(2),
+        ...                      jnp.linspace(0.0, 1.0, 3), stabilization=ukjax.Projection())
+        >>> bool(jnp.max(jnp.abs(jnp.sum(sol.q**2, axis=1) - 1.0)) < 1e-13)
+        True
+    """
+
+    iterations: int = eqx.field(static=True, default=2)
+
+    def wrap_solver(self, solver, system):
+        return ProjectedSolver(solver, system, self.iterations)
+
+    def save_fn(self, system):
+        return lambda t, y, args: project(system, t, y[0], y[1], self.iterations)
