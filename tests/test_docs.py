@@ -18,7 +18,7 @@ MODULES = sorted(
     if not m.name.endswith("__main__")
 )
 # Modules with nothing public of their own to show (command line, plumbing).
-NO_EXAMPLE = {"ukjax._cli", "ukjax._errors", "ukjax._sweep_store", "ukjax.systems"}
+NO_EXAMPLE = {"ukjax._cli", "ukjax._errors", "ukjax._probe", "ukjax._sweep_store", "ukjax.systems"}
 
 
 # Docstring examples that take long (a whole fit) run with the slow tests.

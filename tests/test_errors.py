@@ -101,6 +101,7 @@ def test_inconsistent_constraints_are_reported(capfd):
     np.testing.assert_allclose(qdd, [0.5, 0.0], atol=1e-12)
 
 
+@pytest.mark.slow
 def test_initial_conditions_violating_constraints():
     sys = DoubleRodPendulum()
     ts = jnp.linspace(0.0, 0.5, 3)

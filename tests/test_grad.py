@@ -61,6 +61,7 @@ class Redundant(ukjax.System):
         return jnp.stack([phi * (k + 1.0) for k in range(self.copies)])
 
 
+@pytest.mark.slow
 def test_acceleration_grads_at_duplicated_constraints(rng):
     q = jnp.array([0.6, -0.8]) * 1.1
     qd = jnp.array([0.3, 0.7])
@@ -144,6 +145,7 @@ def test_simulate_gradients_fixed_step_vs_finite_differences():
     np.testing.assert_allclose(g_fwd, g_rev, rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_simulate_gradients_adaptive_vs_finite_differences():
     g_rev = jax.jit(jax.grad(lambda p: _final_loss(p, diffrax.RecursiveCheckpointAdjoint())))(
         jnp.asarray(PARAMS)

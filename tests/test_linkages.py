@@ -57,6 +57,7 @@ def test_fourbar_refuses_a_loop_that_cannot_close():
         FourBarLinkage(l2=0.5, l3=0.5).initial_state(1.0)
 
 
+@pytest.mark.slow
 def test_rk4_is_the_classical_method():
     jax.config.update("jax_enable_x64", True)
     p = SimplePendulum(length=1.3, g=9.81)

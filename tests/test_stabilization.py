@@ -86,6 +86,7 @@ def test_varying_length_pendulum_drift_and_baumgarte_bound():
     assert e_stab > 10 * e_unstab  # measured 3.0e-7 vs 2.4e-9
 
 
+@pytest.mark.slow
 def test_varying_length_pendulum_drift_quick():
     """The 500 s test above over 50 s (default suite): growth, dt dependence and bound."""
     _, d_coarse = _pendulum_run(50.0, 0.01, n_save=51)

@@ -110,6 +110,7 @@ from ._residuals import (
 from ._residuals import (
     constraint_residuals as constraint_residuals,
 )
+from ._results import RESULTS as RESULTS
 from ._simulate import Solution as Solution
 from ._simulate import simulate as simulate
 from ._stabilization import (

@@ -118,5 +118,5 @@ def constraint_matrices(
         ([[1.2, -1.6]], [-2.0])
         >>> # A = 2 q^T and b = -2 |qd|^2
     """
-    q_, qd_ = check_state(q, qd)
+    q_, qd_ = check_state(q, qd, system)
     return rows(system, as_time(t, q_.dtype), q_, qd_, check_stabilization(stabilization))

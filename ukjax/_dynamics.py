@@ -41,7 +41,7 @@ def mass_and_force(system: System, t, q, qd):
         >>> M.tolist(), [round(float(v), 4) for v in Q]
         ([[2.0, 0.0], [0.0, 2.0]], [0.0, -19.62])
     """
-    q, qd = check_state(q, qd)
+    q, qd = check_state(q, qd, system)
     t = as_time(t, q.dtype)
     n = q.shape[0]
     has_T = overrides(system, "kinetic_energy")
@@ -160,7 +160,7 @@ def acceleration(
         >>> [round(float(v), 4) for v in qdd]     # On Dynamics (2020) eq 33h, at rest
         [-4.7088, -3.5316]
     """
-    q_, qd_ = check_state(q, qd)
+    q_, qd_ = check_state(q, qd, system)
     return _acceleration(
         floatify(system),
         as_time(t, q_.dtype),
@@ -189,7 +189,7 @@ def kinetic_energy(system: System, t, q, qd) -> jax.Array:
         ...                            jnp.array([1.0, 1.0])))
         2.0
     """
-    q, qd = check_state(q, qd)
+    q, qd = check_state(q, qd, system)
     t = as_time(t, q.dtype)
     if overrides(system, "kinetic_energy"):
         return jnp.asarray(system.kinetic_energy(t, q, qd), q.dtype)
@@ -210,7 +210,7 @@ def energy(system: System, t, q, qd) -> jax.Array:
         ...                          jnp.array([2.0, 0.0]))), 6)   # 2 - 10
         -8.0
     """
-    q, qd = check_state(q, qd)
+    q, qd = check_state(q, qd, system)
     t = as_time(t, q.dtype)
     V = system.potential_energy(t, q)
     T = kinetic_energy(system, t, q, qd)

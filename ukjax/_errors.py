@@ -24,27 +24,44 @@ def _print_values(header: str, **values):
             parts.append(f"{k} = {float(v):.3e}")
         else:
             parts.append(f"{k} = {np.array2string(v, precision=3)}")
-    print(f"ukjax: {header}: " + ", ".join(parts), file=sys.stderr, flush=True)
+    prefix = "" if header.startswith("ukjax:") else "ukjax: "
+    print(f"{prefix}{header}: " + ", ".join(parts), file=sys.stderr, flush=True)
+
+
+def _worst(name: str, v):
+    """The value to print: the smallest (signed) for names starting with 'smallest', else the
+    largest in absolute value; over the whole batch under vmap."""
+    if name.startswith("smallest"):
+        return -eqxi.unvmap_max(-jnp.min(v))
+    return eqxi.unvmap_max(jnp.max(jnp.abs(v)))
 
 
 def error_if(x, pred, msg: str, **values):
     """Return ``x``; raise ``msg`` at run time if any element of ``pred`` is true.
 
     ``values`` (named arrays) are printed to stderr before the error, only when it fires, as
-    their largest absolute value (over the whole batch under ``vmap``).
+    their largest absolute value (or, for names starting with "smallest", their smallest
+    value), over the whole batch under ``vmap``.
     """
     pred = jnp.any(pred)
+    _print_if(pred, msg.split(".")[0], values)
+    return eqx.error_if(x, pred, msg)
+
+
+def code_error_if(x, pred, code, header: str, **values):
+    """Like :func:`error_if`, with the message of a (possibly traced) result code."""
+    pred = jnp.any(pred)
+    _print_if(pred, header, values)
+    return code.error_if(x, pred)
+
+
+def _print_if(pred, header: str, values) -> None:
     if values:
-        header = msg.split(".")[0]
         # Scalars reduced over any vmap batch (the worst case is printed): a batched
         # callback would be unrolled once per batch element at compile time.
-        worst = {
-            k: eqxi.unvmap_max(jnp.max(jnp.abs(jax.lax.stop_gradient(v))))
-            for k, v in values.items()
-        }
+        worst = {k: _worst(k, jax.lax.stop_gradient(v)) for k, v in values.items()}
 
         def _report(vals):
             jax.debug.callback(lambda **v: _print_values(header, **v), **vals)
 
         jax.lax.cond(eqxi.unvmap_any(pred), _report, lambda vals: None, worst)
-    return eqx.error_if(x, pred, msg)

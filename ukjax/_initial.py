@@ -1,18 +1,25 @@
 r"""What :func:`ukjax.simulate` does with initial conditions that may violate the
 constraints: strategy objects :class:`CheckInitial` (the default), :class:`ProjectInitial`
-and :class:`IgnoreInitial`."""
+and :class:`IgnoreInitial`.
+
+A policy returns the state to integrate from and an :class:`InitialCheck` (a result code and
+the numbers behind it); :func:`ukjax.simulate` raises it (`throw=True`) or returns it in
+`Solution.result` (`throw=False`).
+"""
 
 from __future__ import annotations
 
 import abc
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from ._errors import error_if
 from ._projection import project
 from ._residuals import ConstraintResiduals, residuals
+from ._results import RESULTS, first_failure, message
 from ._system import System
 
 
@@ -21,29 +28,65 @@ def default_ic_tol(dtype) -> float:
     return 1e-8 if jnp.finfo(dtype).bits >= 64 else 1e-4
 
 
-_FIX = (
-    "Fix q0/qd0, or pass initial_conditions=ukjax.ProjectInitial() to simulate (or call "
-    "ukjax.project_initial_conditions) to move them to the nearest consistent state in the "
-    "mass metric, or initial_conditions=ukjax.IgnoreInitial() to integrate them as they are "
-    "(the UK equation then preserves the initial violation)."
-)
+class InitialCheck(NamedTuple):
+    """The verdict on an initial state: a result code and the numbers to print with it."""
+
+    code: RESULTS
+    values: dict[str, jax.Array]
+
+
+def _worst(res: ConstraintResiduals) -> dict[str, jax.Array]:
+    return {
+        "max_position_residual": jnp.max(jnp.abs(res.position), initial=0.0),
+        "max_velocity_residual": jnp.max(jnp.abs(res.velocity), initial=0.0),
+        "max_nonholonomic_residual": jnp.max(jnp.abs(res.nonholonomic), initial=0.0),
+    }
+
+
+def _nonfinite(q0, qd0) -> jax.Array:
+    return ~(jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(qd0)))
+
+
+def _verdict(system, t0, q0, qd0, tol, failed_code) -> InitialCheck:
+    """nonfinite_state for NaN/inf, else `failed_code` where a residual exceeds `tol`."""
+    res = residuals(system, t0, q0, qd0)
+    code = first_failure(
+        (_nonfinite(q0, qd0), RESULTS.nonfinite_state), (~(res.max_abs() <= tol), failed_code)
+    )
+    return InitialCheck(code, _worst(res))
+
+
+def _nonfinite_message(q0, qd0) -> str:
+    bad = [
+        f"{name}[{i}] = {v}"
+        for name, x in (("q0", q0), ("qd0", qd0))
+        for i, v in enumerate(np.asarray(x))
+        if not np.isfinite(v)
+    ]
+    return (
+        f"The initial state contains NaN or inf: {', '.join(bad[:6])}"
+        f"{' ...' if len(bad) > 6 else ''}. Give finite q0 and qd0."
+    )
 
 
 class AbstractInitialConditions(eqx.Module):
     """How :func:`ukjax.simulate` treats the initial state $(q_0, \\dot q_0)$."""
 
     @abc.abstractmethod
-    def apply(self, system: System, t0, q0, qd0) -> tuple[jax.Array, jax.Array]:
-        """The initial state to integrate from (inside `jit`; may raise at run time)."""
+    def apply(self, system: System, t0, q0, qd0) -> tuple[jax.Array, jax.Array, InitialCheck]:
+        """The initial state to integrate from and the verdict on it (inside `jit`)."""
 
-    def apply_eagerly(self, system: System, t0, q0, qd0) -> AbstractInitialConditions:
-        """Called outside any transformation with concrete values: do what can be done
-        now (e.g. raise a plain ValueError) and return the policy left for `apply`."""
-        return self
+    def apply_eagerly(self, system: System, t0, q0, qd0):
+        """Called outside any transformation with concrete values: raise a plain ValueError
+        now if the state is unusable. Returns `(policy, q0, qd0)` for the traced part."""
+        if bool(_nonfinite(q0, qd0)):
+            raise ValueError(_nonfinite_message(q0, qd0))
+        return self, q0, qd0
 
 
 class IgnoreInitial(AbstractInitialConditions):
     """Integrate the initial state as given (the UK equation preserves any violation).
+    Only NaN or inf is refused.
 
     Example:
         >>> import jax.numpy as jnp, ukjax
@@ -54,34 +97,35 @@ class IgnoreInitial(AbstractInitialConditions):
     """
 
     def apply(self, system, t0, q0, qd0):
-        return q0, qd0
+        code = first_failure((_nonfinite(q0, qd0), RESULTS.nonfinite_state))
+        return q0, qd0, InitialCheck(code, {})
 
 
 class ProjectInitial(AbstractInitialConditions):
     """Move the initial state to the nearest consistent one in the mass metric
-    (:func:`ukjax.project_initial_conditions`, `iterations` Newton steps).
+    (:func:`ukjax.project_initial_conditions`, `iterations` Newton steps), and refuse it
+    (`RESULTS.projection_failed`) if the residual is still above `tol` (default as
+    :class:`CheckInitial`): contradictory constraints, or a singular constraint Jacobian.
 
     Example:
         >>> import jax.numpy as jnp, ukjax
         >>> from ukjax.systems import CartesianPendulum
-        >>> q, qd = ukjax.ProjectInitial().apply(CartesianPendulum(), jnp.asarray(0.0),
-        ...                                      jnp.array([1.1, 0.0]), jnp.array([0.3, 1.0]))
-        >>> [round(float(v), 6) for v in q]
-        [1.0, 0.0]
+        >>> q, qd, check = ukjax.ProjectInitial().apply(
+        ...     CartesianPendulum(), jnp.asarray(0.0), jnp.array([1.1, 0.0]), jnp.array([0.3, 1.0]))
+        >>> [round(float(v), 6) for v in q], bool(check.code == ukjax.RESULTS.successful)
+        ([1.0, 0.0], True)
     """
 
     iterations: int = eqx.field(static=True, default=12)
+    tol: float | None = eqx.field(static=True, default=None)
 
     def apply(self, system, t0, q0, qd0):
-        return project(system, t0, q0, qd0, self.iterations)
-
-
-def _worst(res: ConstraintResiduals) -> dict[str, jax.Array]:
-    return {
-        "max_position_residual": jnp.max(jnp.abs(res.position), initial=0.0),
-        "max_velocity_residual": jnp.max(jnp.abs(res.velocity), initial=0.0),
-        "max_nonholonomic_residual": jnp.max(jnp.abs(res.nonholonomic), initial=0.0),
-    }
+        tol = default_ic_tol(q0.dtype) if self.tol is None else self.tol
+        q, qd = project(system, t0, q0, qd0, self.iterations)
+        check = _verdict(system, t0, q, qd, tol, RESULTS.projection_failed)
+        nonfinite_input = _nonfinite(q0, qd0)
+        code = RESULTS.where(nonfinite_input, RESULTS.nonfinite_state, check.code)
+        return q, qd, InitialCheck(code, check.values)
 
 
 @eqx.filter_jit
@@ -93,7 +137,8 @@ class CheckInitial(AbstractInitialConditions):
     """Refuse initial conditions whose constraint residuals $|\\varphi|$, $|\\dot\\varphi|$,
     $|\\psi|$ exceed `tol` (default 1e-8 in float64, 1e-4 in float32), stating them.
 
-    Outside `jit` the refusal is a `ValueError`; inside, an `EquinoxRuntimeError`.
+    Outside `jit` the refusal is a `ValueError`; inside, an `EquinoxRuntimeError`, or with
+    `simulate(..., throw=False)` the code `RESULTS.initial_conditions_inconsistent`.
 
     Example:
         >>> import jax.numpy as jnp, ukjax
@@ -112,27 +157,24 @@ class CheckInitial(AbstractInitialConditions):
         return default_ic_tol(dtype) if self.tol is None else self.tol
 
     def apply(self, system, t0, q0, qd0):
-        res = residuals(system, t0, q0, qd0)
-        msg = (
-            "ukjax: the initial conditions violate the constraints (max |phi|, |phi_dot|, "
-            "|psi| above the tolerance of ukjax.CheckInitial). " + _FIX
-        )
-        q0 = error_if(q0, res.max_abs() > self._tol(q0.dtype), msg, **_worst(res))
-        return q0, qd0
+        tol = self._tol(q0.dtype)
+        return q0, qd0, _verdict(system, t0, q0, qd0, tol, RESULTS.initial_conditions_inconsistent)
 
     def apply_eagerly(self, system, t0, q0, qd0):
+        super().apply_eagerly(system, t0, q0, qd0)
         res = _residuals_jit(system, t0, q0, qd0)
         tol = self._tol(q0.dtype)
         if not float(res.max_abs()) <= tol:
             w = {k: float(v) for k, v in _worst(res).items()}
+            fix = message(RESULTS.initial_conditions_inconsistent).split("). ", 1)[1]
             raise ValueError(
                 f"The initial conditions violate the constraints at t0 = {float(t0)}: "
                 f"max|phi| = {w['max_position_residual']:.3e}, "
                 f"max|phi_dot| = {w['max_velocity_residual']:.3e}, "
                 f"max|psi| = {w['max_nonholonomic_residual']:.3e} "
-                f"(tolerance {tol:.1e}, ukjax.CheckInitial(tol=...)). " + _FIX
+                f"(tolerance {tol:.1e}, ukjax.CheckInitial(tol=...)). {fix}"
             )
-        return IgnoreInitial()  # checked
+        return IgnoreInitial(), q0, qd0  # checked
 
 
 def check_initial_policy(policy) -> AbstractInitialConditions:
@@ -142,11 +184,9 @@ def check_initial_policy(policy) -> AbstractInitialConditions:
     if isinstance(policy, AbstractInitialConditions):
         return policy
     hint = {"check": "CheckInitial()", "project": "ProjectInitial()", "ignore": "IgnoreInitial()"}
-    extra = (
-        f" (for {policy!r}, pass ukjax.{hint[policy]})"
-        if isinstance(policy, str) and policy in hint
-        else ""
-    )
+    extra = ""
+    if isinstance(policy, str) and policy in hint:
+        extra = f" (for {policy!r}, pass ukjax.{hint[policy]})"
     raise TypeError(
         "initial_conditions must be ukjax.CheckInitial(tol=None) (default), "
         f"ukjax.ProjectInitial() or ukjax.IgnoreInitial(); got {policy!r}{extra}."

@@ -22,8 +22,10 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from ._dynamics import mass_and_force
+from ._errors import error_if
 from ._linalg import weighted_pinv_solve
-from ._residuals import has_holonomic, phi, velocity_level
+from ._residuals import has_holonomic, phi, residuals, velocity_level
+from ._results import RESULTS, message
 from ._stabilization import AbstractStabilization
 from ._system import System, as_time, check_state
 
@@ -66,6 +68,7 @@ def project_initial_conditions(
     qd0: Float[ArrayLike, " n"],
     *,
     iterations: int = 12,
+    tol: float | None = None,
 ) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
     r"""The consistent state nearest to $(q_0, \dot q_0)$ in the mass metric.
 
@@ -73,6 +76,11 @@ def project_initial_conditions(
     $M$-norm, $\Delta q = -M^{-1}\varphi_q^T(\varphi_qM^{-1}\varphi_q^T)^+\varphi$; then
     $\dot q$ onto $\dot\varphi = 0$, $\psi = 0$ the same way (one step is exact for
     constraints linear in $\dot q$). Redundant constraints are fine. Differentiable.
+
+    If a residual is still above `tol` afterwards (default 1e-8 in float64, 1e-4 in
+    float32) the constraints cannot all be met from here (contradictory constraints, or a
+    singular Jacobian): an `EquinoxRuntimeError` says so instead of returning a state that
+    violates them.
 
     **Returns:** `(q0, qd0)` projected.
 
@@ -85,8 +93,19 @@ def project_initial_conditions(
         >>> [round(float(v), 6) for v in q], [round(float(v), 6) for v in qd]
         ([1.0, 0.0], [0.0, 1.0])
     """
-    q, qd = check_state(q0, qd0)
-    return project(system, as_time(t0, q.dtype), q, qd, iterations)
+    q, qd = check_state(q0, qd0, system)
+    t = as_time(t0, q.dtype)
+    q, qd = project(system, t, q, qd, iterations)
+    tol = (1e-8 if jnp.finfo(q.dtype).bits >= 64 else 1e-4) if tol is None else tol
+    worst = residuals(system, t, q, qd).max_abs()
+    q = error_if(
+        q,
+        ~(worst <= tol),
+        message(RESULTS.projection_failed),
+        max_residual_after_projection=worst,
+        tolerance=jnp.asarray(tol, q.dtype),
+    )
+    return q, qd
 
 
 class ProjectedSolver(diffrax.AbstractWrappedSolver):

@@ -128,5 +128,5 @@ def constraint_residuals(
         >>> round(float(r.position[0]), 6), round(float(r.velocity[0]), 6)
         (0.01, 0.2)
     """
-    q_, qd_ = check_state(q, qd)
+    q_, qd_ = check_state(q, qd, system)
     return residuals(system, as_time(t, q_.dtype), q_, qd_)

@@ -13,9 +13,13 @@ from jax.core import Tracer
 from jaxtyping import ArrayLike, Float
 
 from ._dynamics import evaluate
-from ._initial import AbstractInitialConditions, check_initial_policy
+from ._errors import code_error_if
+from ._initial import AbstractInitialConditions, InitialCheck, check_initial_policy
+from ._probe import probe_indexing
+from ._results import RESULTS, promote
 from ._stabilization import AbstractStabilization, check_stabilization
 from ._system import System, check_state, floatify
+from ._uk import Failures, failures
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
 
 
@@ -25,7 +29,9 @@ class Solution(eqx.Module):
     - `ts`: (T,) save times.
     - `q`: (T, n) generalized coordinates at `ts`.
     - `qd`: (T, n) generalized velocities at `ts`.
-    - `result`: the diffrax `RESULTS` code (`diffrax.RESULTS.successful` on success).
+    - `result`: a :class:`ukjax.RESULTS` code (`ukjax.RESULTS.successful` on success).
+      With `throw=False` a failed run returns its code here; the saves from the failure on
+      are NaN (those before it are kept), so no value is mistaken for data.
     - `stats`: diffrax statistics (`num_steps`, `num_accepted_steps`, ...).
 
     Under `jax.vmap` every field gains a leading batch axis.
@@ -34,12 +40,12 @@ class Solution(eqx.Module):
     ts: jax.Array
     q: jax.Array
     qd: jax.Array
-    result: diffrax.RESULTS
+    result: RESULTS
     stats: dict[str, Any]
 
 
 class _VectorField(eqx.Module):
-    """$(q, \\dot q) \\mapsto (\\dot q, \\ddot q)$ with the UK acceleration."""
+    r"""$(q, \dot q) \mapsto (\dot q, \ddot q)$ with the UK acceleration."""
 
     system: System
     stabilization: AbstractStabilization
@@ -47,10 +53,24 @@ class _VectorField(eqx.Module):
     check: bool = eqx.field(static=True)
     consistency_tol: float | None = eqx.field(static=True)
 
+    def evaluate(self, t, y):
+        return evaluate(self.system, t, y[0], y[1], self.stabilization, self.uk_solver)
+
+    def failures(self, t, y) -> Failures:
+        """The UK checks at the state y (used by the event that stops a failed run)."""
+        ev = self.evaluate(t, y)
+        return failures(ev.terms, ev.inputs.M, ev.inputs.arrays(), self.consistency_tol)
+
     def __call__(self, t, y, args):
-        q, qd = y
-        ev = evaluate(self.system, t, q, qd, self.stabilization, self.uk_solver)
-        return qd, ev.checked_qdd(self.consistency_tol) if self.check else ev.terms.qdd
+        ev = self.evaluate(t, y)
+        # args: raise from inside the solve (throw=True), or leave the verdict to the event.
+        raising = self.check and args is None
+        return y[1], ev.checked_qdd(self.consistency_tol) if raising else ev.terms.qdd
+
+
+def _explicit(solver) -> bool:
+    inner = getattr(solver, "solver", solver)
+    return not isinstance(inner, diffrax.AbstractImplicitSolver)
 
 
 class _Integration(eqx.Module):
@@ -66,11 +86,45 @@ class _Integration(eqx.Module):
     max_steps: int | None = eqx.field(static=True)
     throw: bool = eqx.field(static=True)
 
+    def _event(self):
+        """Stops a run whose initial state was refused or whose state fails a UK check
+        (throw=False: the failure becomes the run's result code instead of an error)."""
+        if self.throw:
+            return None
+        refused = lambda t, y, args, **kw: args
+        failed = lambda t, y, args, **kw: self.field.failures(t, y).any()
+        return diffrax.Event((refused, failed) if self.field.check else (refused,))
+
+    def _result(self, sol, initial: InitialCheck) -> RESULTS:
+        result = promote(sol.result)
+        if _explicit(self.solver):
+            steps, rejected = sol.stats["num_steps"], sol.stats["num_rejected_steps"]
+            stiff = RESULTS.where(
+                rejected > 0.2 * steps, RESULTS.max_steps_stiff, RESULTS.max_steps_explicit
+            )
+            result = RESULTS.where(result == RESULTS.max_steps_reached, stiff, result)
+        if sol.event_mask is None:
+            return result
+        t_end, y_end = sol.ts[1][-1], sol.ys[1]  # pyright: ignore[reportOptionalSubscript]
+        final = jax.tree_util.tree_map(lambda x: x[-1], y_end)
+        uk_code = self.field.failures(t_end, final).code() if self.field.check else None
+        result = RESULTS.where(sol.event_mask[0], initial.code, result)
+        if uk_code is not None:
+            result = RESULTS.where(sol.event_mask[1], uk_code, result)
+        return result
+
     def __call__(self, q0, qd0, ts) -> Solution:
         system, stab = self.field.system, self.field.stabilization
-        q0, qd0 = self.initial.apply(system, ts[0], q0, qd0)
+        q0, qd0, initial = self.initial.apply(system, ts[0], q0, qd0)
+        refused = initial.code != RESULTS.successful
+        if self.throw:
+            q0 = code_error_if(
+                q0, refused, initial.code, "ukjax: initial state refused", **initial.values
+            )
+        event = self._event()
         fn = stab.save_fn(system)
-        saveat = diffrax.SaveAt(ts=ts) if fn is None else diffrax.SaveAt(ts=ts, fn=fn)
+        saves = diffrax.SubSaveAt(ts=ts) if fn is None else diffrax.SubSaveAt(ts=ts, fn=fn)
+        saveat = diffrax.SaveAt(subs=[saves, diffrax.SubSaveAt(t1=True)])
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(self.field),
             stab.wrap_solver(self.solver, system),
@@ -78,15 +132,22 @@ class _Integration(eqx.Module):
             t1=ts[-1],
             dt0=self.dt0,
             y0=(q0, qd0),
+            args=None if event is None else refused,
             saveat=saveat,
             stepsize_controller=self.stepsize_controller,
             adjoint=self.adjoint,
+            event=event,
             max_steps=self.max_steps,
-            throw=self.throw,
+            throw=False,
             progress_meter=self.progress_meter,
         )
-        q, qd = sol.ys  # pyright: ignore[reportGeneralTypeIssues]
-        return Solution(ts=ts, q=q, qd=qd, result=sol.result, stats=sol.stats)
+        result = self._result(sol, initial)
+        saved_ts, saved = sol.ts[0], sol.ys[0]  # pyright: ignore[reportOptionalSubscript]
+        reached = jnp.isfinite(saved_ts)[:, None]  # saves after a failure are inf: make NaN
+        q, qd = (jnp.where(reached, x, jnp.nan) for x in saved)
+        if self.throw:
+            q = result.error_if(q, result != RESULTS.successful)
+        return Solution(ts=ts, q=q, qd=qd, result=result, stats=sol.stats)
 
 
 @eqx.filter_jit
@@ -177,7 +238,11 @@ def simulate(
       `ukjax.IgnoreInitial()`.
     - `uk_solver`, `check`, `consistency_tol`: as in :func:`ukjax.udwadia_kalaba`, applied
       at every right-hand-side evaluation.
-    - `throw`: raise if the integration fails (else inspect `solution.result`).
+    - `throw`: raise an `equinox.EquinoxRuntimeError` whose message names the failure
+      and the fix if the run fails (default); `False`: return the code in
+      `solution.result` instead (a :class:`ukjax.RESULTS` item), with NaN in the saves from
+      the failure on. Under `jax.vmap` each member gets its own code and the others are
+      unaffected.
     - `progress_meter`: e.g. `diffrax.TqdmProgressMeter()` for a progress bar.
 
     **Returns:** a :class:`ukjax.Solution` with `ts`, `q` (T, n), `qd` (T, n).
@@ -199,12 +264,16 @@ def simulate(
     """
     if not isinstance(system, System):
         raise TypeError(f"system must be a ukjax.System; got {type(system).__name__}.")
-    q0, qd0 = check_state(q0, qd0)
+    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
+        raise ValueError(f"max_steps must be a positive integer (or None); got {max_steps!r}.")
+    q0, qd0 = check_state(q0, qd0, system)
     ts = _check_ts(ts, q0.dtype)
     system = floatify(system)
     initial = check_initial_policy(initial_conditions)
-    if _is_concrete(system, q0, qd0, ts):  # a plain ValueError that states the residuals
-        initial = initial.apply_eagerly(system, ts[0], q0, qd0)
+    if _is_concrete(system, q0, qd0):
+        probe_indexing(system, ts[0], q0, qd0)
+    if throw and _is_concrete(system, q0, qd0, ts):  # a plain ValueError with the residuals
+        initial, q0, qd0 = initial.apply_eagerly(system, ts[0], q0, qd0)
     field = _VectorField(
         system,
         floatify(check_stabilization(stabilization)),

@@ -3,59 +3,36 @@ and resumable after an interruption."""
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._probe import probe_indexing
+from ._results import NAMES, code_of
 from ._simulate import simulate
 from ._sweep_store import (
     Chunk,
     ChunkStore,
-    chunk_file,
+    DamagedChunk,
+    chunk_rows,
     concatenate,
     fingerprint,
     load_chunk,
     read_meta,
     system_signature,
 )
-from ._system import System
+from ._system import System, check_state
 
 
-RESULT_NAMES = (
-    "successful",
-    "max_steps_reached",
-    "singular",
-    "breakdown",
-    "stagnation",
-    "conlim",
-    "nonfinite_input",
-    "nonlinear_max_steps_reached",
-    "nonlinear_divergence",
-    "nonfinite",
-    "dt_min_reached",
-    "event_occurred",
-    "max_steps_rejected",
-    "internal_error",
-)
-"""Meaning of the integer result codes of a sweep (0 = success), by diffrax's names."""
-
-
-def result_code(result) -> jax.Array:
-    """The integer code of a diffrax ``RESULTS`` item (index in :data:`RESULT_NAMES`)."""
-    code = jnp.asarray(-1, jnp.int32)
-    for i, name in enumerate(RESULT_NAMES):
-        item = getattr(diffrax.RESULTS, name, None)
-        if item is not None:
-            code = jnp.where(result == item, i, code)
-    return code
+RESULT_NAMES = NAMES
+"""Meaning of the integer result codes of a sweep (0 = success): the names of
+:class:`ukjax.RESULTS` items."""
 
 
 class SweepResult(NamedTuple):
@@ -64,7 +41,9 @@ class SweepResult(NamedTuple):
     - `ts` (T,): save times.
     - `q`, `qd` (B, T, n): trajectories, batch first (`save_final_only`: T = 1, the last
       time).
-    - `result` (B,): integer result codes (0 = success; :data:`RESULT_NAMES` names them).
+    - `result` (B,): integer result codes, one per trajectory (0 = success;
+      :data:`RESULT_NAMES` names them; :meth:`failures` and :meth:`summary` say which
+      failed and why). A failed trajectory's saves from its failure on are NaN.
     - `num_steps` (B,): integrator steps of each trajectory.
     - `ok` (B,): ``result == 0``.
     - `path`: the output folder, or ``None``.
@@ -83,6 +62,24 @@ class SweepResult(NamedTuple):
     chunks_computed: int
     chunks_loaded: int
     devices: int
+
+    def failures(self) -> dict[str, np.ndarray]:
+        """The indices of the failed trajectories, by the name of their result code."""
+        codes = np.asarray(self.result)
+        names = {c: NAMES[c] if 0 <= c < len(NAMES) else f"code {c}" for c in np.unique(codes)}
+        return {names[c]: np.flatnonzero(codes == c) for c in sorted(names) if c != 0}
+
+    def summary(self) -> str:
+        """One line: how many trajectories failed, why, and the first indices of each."""
+        fails = self.failures()
+        if not fails:
+            return f"all {len(self.result)} trajectories succeeded"
+        n = sum(len(v) for v in fails.values())
+        parts = [
+            f"{len(v)} x {k} (indices {v[:5].tolist()}{' ...' if len(v) > 5 else ''})"
+            for k, v in fails.items()
+        ]
+        return f"{n} of {len(self.result)} trajectories failed: " + "; ".join(parts)
 
 
 class _Batch(NamedTuple):
@@ -175,7 +172,7 @@ def _runner(system: System, ts, names: list[str], plan: _Plan, final_only: bool,
             )
         sol = simulate(s, a, b, ts, **kwargs)
         q, qd = (sol.q[-1:], sol.qd[-1:]) if final_only else (sol.q, sol.qd)
-        return q, qd, result_code(sol.result), sol.stats["num_steps"]
+        return q, qd, code_of(sol.result), sol.stats["num_steps"]
 
     nd, per_device = len(plan.devices), plan.per_device
 
@@ -189,7 +186,7 @@ def _runner(system: System, ts, names: list[str], plan: _Plan, final_only: bool,
 
     mesh = jax.sharding.Mesh(np.array(plan.devices), ("batch",))
     sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
-    return jax.jit(run_chunk), sharding
+    return eqx.filter_jit(run_chunk), sharding
 
 
 def _store(out, system, ts, batch: _Batch, plan: _Plan, final_only: bool, kwargs) -> ChunkStore:
@@ -216,7 +213,7 @@ def _store(out, system, ts, batch: _Batch, plan: _Plan, final_only: bool, kwargs
         "save_final_only": final_only,
         "system": type(system).__name__,
         "params": names,
-        "result_names": list(RESULT_NAMES),
+        "result_names": list(NAMES),
         "ts": np.asarray(ts)[-1:].tolist() if final_only else np.asarray(ts).tolist(),
     }
     return ChunkStore(out, meta)
@@ -315,6 +312,8 @@ def sweep(
     """
     batch = _batch(system, q0, qd0, params)
     ts = jnp.asarray(ts)
+    q_first, qd_first = check_state(batch.q0[0], batch.qd0[0], system)
+    probe_indexing(system, ts[0].astype(q_first.dtype), q_first, qd_first)
     B = batch.size
     plan = _plan(B, chunk_size, devices, vector_width)
     simulate_kwargs.setdefault("throw", False)
@@ -330,15 +329,22 @@ def sweep(
     results: dict[int, Chunk] = {}
     loaded = computed = 0
     bar = _Progress(len(mine), progress)
+    compiled = None
     for done, i in enumerate(mine, start=1):
-        if store is not None and store.has(i):
-            results[i] = store.load(i)
+        chunk = None if store is None else store.load(i)
+        if chunk is not None:
+            results[i] = chunk
             loaded += 1
             bar.update(done, 0, loaded)
             continue
         lo, hi = plan.bounds(i, B)
         idx = np.minimum(np.arange(lo, lo + plan.chunk), B - 1)  # pad with the last one
-        outs = jax.device_get(run(*jax.device_put(batch.take(idx), sharding)))
+        args = jax.device_put(batch.take(idx), sharding)
+        if compiled is None:  # trace-time errors surface here, before anything is written
+            compiled = run.lower(*args).compile()
+            if store is not None:
+                store.create()
+        outs = jax.device_get(compiled(*args))
         results[i] = Chunk(*(np.asarray(x[: hi - lo]) for x in outs))
         if store is not None:
             store.save(i, results[i])
@@ -348,7 +354,7 @@ def sweep(
             on_chunk(i, plan.n_chunks)
     res = concatenate([results[i] for i in mine])
     ts_out = np.asarray(ts)[-1:] if save_final_only else np.asarray(ts)
-    return SweepResult(
+    out_ = SweepResult(
         ts_out,
         *res,
         res.result == 0,
@@ -357,12 +363,17 @@ def sweep(
         loaded,
         len(plan.devices),
     )
+    if progress and not out_.ok.all():
+        print(f"sweep: {out_.summary()}", file=sys.stderr, flush=True)
+    return out_
 
 
 def load_sweep(path: str) -> SweepResult:
     """Load a finished sweep written by :func:`sweep` (all chunks, from every host).
 
-    Raises ``FileNotFoundError`` naming the missing chunks if the sweep is incomplete.
+    Raises ``FileNotFoundError`` naming the chunks that are missing or damaged (unreadable,
+    of the wrong shape, or not matching their recorded checksum) if the sweep is
+    incomplete, and an error naming the folder if its ``meta.json`` is missing or broken.
 
     Example:
         >>> import jax.numpy as jnp, ukjax, tempfile
@@ -375,11 +386,17 @@ def load_sweep(path: str) -> SweepResult:
     """
     meta = read_meta(path)
     n_chunks = meta["n_chunks"]
-    missing = [i for i in range(n_chunks) if not os.path.exists(chunk_file(path, i))]
-    if missing:
+    chunks, problems = [], []
+    for i in range(n_chunks):
+        try:
+            chunks.append(load_chunk(path, i, chunk_rows(meta, i)))
+        except DamagedChunk as e:
+            problems.append(str(e))
+    if problems:
         raise FileNotFoundError(
-            f"load_sweep: {len(missing)} of {n_chunks} chunks are missing in {path!r} "
-            f"(first: {missing[:5]}); run the same sweep again to finish them."
+            f"load_sweep: {len(problems)} of {n_chunks} chunks in {path!r} are missing or "
+            f"damaged ({'; '.join(problems[:3])}{' ...' if len(problems) > 3 else ''}); run "
+            "the same sweep again (same arguments and out folder) to compute them."
         )
-    res = concatenate([load_chunk(path, i) for i in range(n_chunks)])
+    res = concatenate(chunks)
     return SweepResult(np.asarray(meta["ts"]), *res, res.result == 0, path, 0, n_chunks, 0)

@@ -1,11 +1,18 @@
 """Storage of a sweep on disk: a folder with ``meta.json`` (a fingerprint of the inputs and
-the layout) and one ``chunk_XXXXXX.npz`` per finished chunk, each written atomically."""
+the layout) and, per finished chunk, ``chunk_XXXXXX.npz`` and ``chunk_XXXXXX.json`` (its
+shapes and a SHA-256 checksum), each written atomically.
+
+A chunk whose file is missing, unreadable, of the wrong shape or whose checksum does not
+match is never returned as data: :func:`ukjax.sweep` warns and computes it again,
+:func:`ukjax.load_sweep` names it.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import warnings
 from typing import NamedTuple
 
 import equinox as eqx
@@ -22,6 +29,10 @@ class Chunk(NamedTuple):
     num_steps: np.ndarray
 
 
+class DamagedChunk(Exception):
+    """A chunk file that cannot be trusted; the message says why."""
+
+
 def concatenate(chunks: list[Chunk]) -> Chunk:
     return Chunk(*(np.concatenate([c[j] for c in chunks]) for j in range(len(Chunk._fields))))
 
@@ -36,6 +47,10 @@ def fingerprint(*arrays, extra: str) -> str:
     return h.hexdigest()[:32]
 
 
+def _checksum(chunk: Chunk) -> str:
+    return fingerprint(*chunk, extra="chunk")
+
+
 def system_signature(system) -> tuple[str, list[np.ndarray]]:
     """The system's structure (as a string) and its array leaves."""
     leaves, treedef = jax.tree_util.tree_flatten(eqx.filter(system, eqx.is_array_like))
@@ -48,48 +63,104 @@ def _atomic_json(path: str, obj) -> None:
     os.replace(path + ".tmp", path)
 
 
+def chunk_file(path: str, i: int) -> str:
+    return os.path.join(path, f"chunk_{i:06d}.npz")
+
+
+def _record_file(path: str, i: int) -> str:
+    return os.path.join(path, f"chunk_{i:06d}.json")
+
+
+def chunk_rows(meta: dict, i: int) -> int:
+    """How many trajectories chunk i holds (the last one may be short)."""
+    return min(meta["chunk_size"], meta["batch"] - i * meta["chunk_size"])
+
+
+def load_chunk(path: str, i: int, rows: int) -> Chunk:
+    """Chunk i, checked against its record; :class:`DamagedChunk` if it cannot be trusted."""
+    name = chunk_file(path, i)
+    if not os.path.exists(name):
+        raise DamagedChunk(f"{os.path.basename(name)} is missing")
+    try:
+        with open(_record_file(path, i)) as f:
+            record = json.load(f)
+        with open(name, "rb") as fh, np.load(fh) as z:
+            chunk = Chunk(*(z[k] for k in Chunk._fields))
+    except FileNotFoundError as e:
+        raise DamagedChunk(f"{os.path.basename(e.filename or name)} is missing") from None
+    except Exception as e:  # truncated zip, bad JSON, missing array, ...
+        raise DamagedChunk(f"{name} cannot be read ({type(e).__name__}: {e})") from None
+    shapes = [list(x.shape) for x in chunk]
+    if chunk.q.shape[0] != rows or shapes != record.get("shapes"):
+        raise DamagedChunk(
+            f"{name} holds arrays of shapes {shapes}; expected {rows} rows and "
+            f"the recorded shapes {record.get('shapes')}"
+        )
+    if _checksum(chunk) != record.get("sha256"):
+        raise DamagedChunk(f"{name} does not match its recorded checksum (altered or replaced)")
+    return chunk
+
+
 class ChunkStore:
     """The folder of one sweep. Refuses a folder that holds a different sweep."""
 
     def __init__(self, path: str, meta: dict):
         self.path = os.fspath(path)
-        os.makedirs(self.path, exist_ok=True)
-        meta_file = os.path.join(self.path, "meta.json")
-        if os.path.exists(meta_file):
-            with open(meta_file) as f:
-                old = json.load(f)
+        self.meta = meta
+        if os.path.isdir(self.path) and os.path.exists(os.path.join(self.path, "meta.json")):
+            old = read_meta(self.path)
             if old.get("fingerprint") != meta["fingerprint"]:
                 raise ValueError(
                     f"sweep: {self.path!r} holds the chunks of a different sweep (other inputs, "
-                    "system or options). Use another out folder, or delete this one to start over."
+                    "system or options). Use another out folder, or delete this one to start "
+                    "over."
                 )
-        else:
-            _atomic_json(meta_file, meta)
 
-    def file(self, i: int) -> str:
-        return chunk_file(self.path, i)
+    def create(self) -> None:
+        """Write meta.json (called once the sweep is known to run: a sweep that fails
+        validation leaves nothing on disk)."""
+        os.makedirs(self.path, exist_ok=True)
+        meta_file = os.path.join(self.path, "meta.json")
+        if not os.path.exists(meta_file):
+            _atomic_json(meta_file, self.meta)
 
-    def has(self, i: int) -> bool:
-        return os.path.exists(self.file(i))
-
-    def load(self, i: int) -> Chunk:
-        return load_chunk(self.path, i)
+    def load(self, i: int) -> Chunk | None:
+        """Chunk i if it is on disk and intact; None (with a warning if it was damaged)."""
+        if not os.path.exists(chunk_file(self.path, i)):
+            return None
+        try:
+            return load_chunk(self.path, i, chunk_rows(self.meta, i))
+        except DamagedChunk as e:
+            warnings.warn(f"sweep: {e}; computing chunk {i} again.", stacklevel=3)
+            return None
 
     def save(self, i: int, chunk: Chunk) -> None:
-        tmp = self.file(i)[:-4] + ".tmp.npz"
+        name = chunk_file(self.path, i)
+        tmp = name[:-4] + ".tmp.npz"
         np.savez(tmp, **chunk._asdict())
-        os.replace(tmp, self.file(i))
-
-
-def chunk_file(path: str, i: int) -> str:
-    return os.path.join(path, f"chunk_{i:06d}.npz")
-
-
-def load_chunk(path: str, i: int) -> Chunk:
-    with np.load(chunk_file(path, i)) as z:
-        return Chunk(*(z[k] for k in Chunk._fields))
+        _atomic_json(
+            _record_file(self.path, i),
+            {"shapes": [list(x.shape) for x in chunk], "sha256": _checksum(chunk)},
+        )
+        os.replace(tmp, name)
 
 
 def read_meta(path: str) -> dict:
-    with open(os.path.join(path, "meta.json")) as f:
-        return json.load(f)
+    """meta.json of a sweep folder, or an error that names the folder and the way out."""
+    meta_file = os.path.join(path, "meta.json")
+    if not os.path.exists(meta_file):
+        raise FileNotFoundError(
+            f"{path!r} is not a sweep folder: it has no meta.json. Give the out folder of a "
+            "sweep written by ukjax.sweep (or `ukjax sweep --out`)."
+        )
+    try:
+        with open(meta_file) as f:
+            meta = json.load(f)
+        for key in ("fingerprint", "batch", "chunk_size", "n_chunks", "ts"):
+            meta[key]  # noqa: B018
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(
+            f"{meta_file!r} is damaged ({type(e).__name__}: {e}). Its chunks cannot be "
+            "matched to a sweep: delete the folder (or meta.json) and run the sweep again."
+        ) from None
+    return meta

@@ -62,6 +62,12 @@ class System(eqx.Module):
         [0.0, -9.81]
     """
 
+    def num_coordinates(self) -> int | None:
+        """The number n of generalized coordinates, or None if not declared. Declare it
+        (override this method) so that a state of the wrong length is refused: JAX clamps
+        out-of-bounds indices, so `q[2]` of a 2-vector would silently read `q[1]`."""
+        return None
+
     def kinetic_energy(self, t, q, qd) -> ArrayLike:
         raise NotImplementedError(
             f"{type(self).__name__} defines neither kinetic_energy(self, t, q, qd) nor "
@@ -108,8 +114,9 @@ def as_time(t, dtype):
     return t.astype(dtype)
 
 
-def check_state(q, qd):
-    """Validate (n,) state arrays at trace time and give them a common floating dtype."""
+def check_state(q, qd, system: System | None = None):
+    """Validate (n,) state arrays at trace time and give them a common floating dtype; with
+    `system`, check n against the number of coordinates it declares."""
     q, qd = jnp.asarray(q), jnp.asarray(qd)
     if q.ndim != 1:
         raise ValueError(
@@ -118,6 +125,12 @@ def check_state(q, qd):
         )
     if qd.shape != q.shape:
         raise ValueError(f"qd must have the same shape as q {q.shape}; got {qd.shape}.")
+    n = None if system is None else system.num_coordinates()
+    if n is not None and q.shape[0] != n:
+        raise ValueError(
+            f"{type(system).__name__} has {n} generalized coordinates, but q has shape "
+            f"{q.shape}: give q0 and qd0 of shape ({n},)."
+        )
     dtype = jnp.result_type(q, qd)
     if not jnp.issubdtype(dtype, jnp.floating):
         dtype = jnp.result_type(float)

@@ -39,6 +39,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from ._errors import error_if
+from ._results import RESULTS, first_failure, message
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
 
 
@@ -138,37 +139,68 @@ def default_consistency_tol(dtype) -> float:
     return float(jnp.finfo(dtype).eps) ** 0.5
 
 
+class Failures(NamedTuple):
+    """Which checks of one UK evaluation fail, and the numbers that say by how much."""
+
+    nonfinite: jax.Array
+    not_spd: jax.Array
+    inconsistent: jax.Array
+    relative_asymmetry: jax.Array
+    min_diagonal: jax.Array
+    relative_residual: jax.Array
+    tolerance: jax.Array
+
+    def code(self) -> RESULTS:
+        """The result code of the first failing check (`successful` if none)."""
+        return first_failure(
+            (self.nonfinite, RESULTS.nonfinite_state),
+            (self.not_spd, RESULTS.mass_matrix_not_spd),
+            (self.inconsistent, RESULTS.inconsistent_constraints),
+        )
+
+    def any(self) -> jax.Array:
+        return self.nonfinite | self.not_spd | self.inconsistent
+
+
+def failures(terms: UKTerms, M, inputs, consistency_tol=None) -> Failures:
+    """The checks of one UK evaluation: non-finite inputs, a mass matrix that is not SPD,
+    constraints whose right-hand side is outside the range of $A$."""
+    dtype = terms.qdd.dtype
+    tol = default_consistency_tol(dtype) if consistency_tol is None else consistency_tol
+    nonfinite = ~jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in inputs]))
+    tiny = jnp.finfo(dtype).tiny
+    asym = jnp.max(jnp.abs(M - M.T)) / jnp.maximum(jnp.max(jnp.abs(M)), tiny)
+    not_spd = (asym > 1e3 * jnp.finfo(dtype).eps) | ~terms.spd_ok
+    inconsistent = terms.inconsistency > tol
+    return Failures(
+        nonfinite,
+        not_spd & ~nonfinite,
+        inconsistent & ~nonfinite & ~not_spd,
+        asym,
+        jnp.min(jnp.diagonal(M)),
+        terms.inconsistency,
+        jnp.asarray(tol, dtype),
+    )
+
+
 def check_terms(x, terms: UKTerms, M, inputs, *, consistency_tol=None):
     """Return ``x``; raise (inside jit too) on a non-SPD mass matrix, non-finite values or
     inconsistent constraints. ``inputs``: the arrays that went into the equation."""
-    dtype = terms.qdd.dtype
-    tol = default_consistency_tol(dtype) if consistency_tol is None else consistency_tol
-    finite_in = jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in inputs]))
+    f = failures(terms, M, inputs, consistency_tol)
+    x = error_if(x, f.nonfinite, message(RESULTS.nonfinite_state))
     x = error_if(
         x,
-        ~finite_in,
-        "ukjax: non-finite value (NaN or inf) in the inputs of the Udwadia-Kalaba equation "
-        "(state, M, Q, A, b or C). Check the initial state, the parameters and that the "
-        "simulation has not diverged (reduce the time span or tighten the tolerances).",
-    )
-    asym = jnp.max(jnp.abs(M - M.T)) / jnp.maximum(jnp.max(jnp.abs(M)), jnp.finfo(dtype).tiny)
-    x = error_if(
-        x,
-        (asym > 1e3 * jnp.finfo(dtype).eps) | ~terms.spd_ok,
-        "ukjax: the mass matrix is not symmetric positive definite (asymmetric, or its "
-        "Cholesky factorisation failed). Check that every mass and inertia is > 0 and that "
-        "mass_matrix/kinetic_energy describes a positive-definite kinetic energy.",
-        relative_asymmetry=asym,
+        f.not_spd,
+        message(RESULTS.mass_matrix_not_spd),
+        smallest_diagonal_entry_of_M=f.min_diagonal,
+        relative_asymmetry=f.relative_asymmetry,
     )
     return error_if(
         x,
-        terms.inconsistency > tol,
-        "ukjax: inconsistent constraints: b is not in the range of A, so no acceleration "
-        "satisfies A qdd = b (the relative least-squares residual printed above exceeds "
-        "consistency_tol). Check for contradictory constraints, or for a state that has "
-        "drifted far off the constraint manifold of redundant constraints.",
-        relative_residual=terms.inconsistency,
-        tolerance=jnp.asarray(tol, dtype),
+        f.inconsistent,
+        message(RESULTS.inconsistent_constraints),
+        relative_residual=f.relative_residual,
+        tolerance=f.tolerance,
     )
 
 

@@ -23,6 +23,7 @@ import abc
 import equinox as eqx
 import equinox.internal as eqxi
 import jax
+import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ._kernels import AbstractKernels, AutoKernels, DenseOps
@@ -111,6 +112,9 @@ class CholeskyWithFallback(AbstractUKSolver):
 
     def pinv(self, B, E, ops):
         z_fast, ok = full_rank_solve(B, E, ops)
+        # A member with non-finite inputs fails anyway (and is reported): it must not push
+        # the rest of a batch onto the slower path (nor change their results).
+        ok = ok | ~(jnp.all(jnp.isfinite(B)) & jnp.all(jnp.isfinite(E)))
         return jax.lax.cond(
             eqxi.unvmap_all(ok), lambda: z_fast, lambda: pinv_solve(B, E, self.rcond)
         )

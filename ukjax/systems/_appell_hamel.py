@@ -55,6 +55,9 @@ class AppellHamelWheel(System):
     g: float = 9.81
     z0: float = 30.0
 
+    def num_coordinates(self) -> int:
+        return 5
+
     def kinetic_energy(self, t, q, qd):
         th = q[0]
         thd, phd, xd, yd, zd = qd

@@ -41,6 +41,9 @@ class ConeSurfaceParticle(System):
     F_theta: float = -0.2
     F_phi: float = 0.1
 
+    def num_coordinates(self) -> int:
+        return 3
+
     def kinetic_energy(self, t, q, qd):
         r, _, ph = q
         rd, thd, phd = qd
@@ -76,6 +79,9 @@ class NonholonomicParticle(System):
     F_z: float = 0.2
     alpha0: float = 1.0
     omega: float = 1.0
+
+    def num_coordinates(self) -> int:
+        return 3
 
     def mass_matrix(self, t, q):
         return self.mass * jnp.eye(3, dtype=q.dtype)

@@ -44,6 +44,9 @@ class DuffingOscillator(System):
     alpha: float = 1.0
     constrained: bool = True
 
+    def num_coordinates(self) -> int:
+        return 2
+
     def mass_matrix(self, t, q):
         return jnp.diag(jnp.stack([self.m1, self.m2]).astype(q.dtype))
 

@@ -46,6 +46,9 @@ class FourBarLinkage(System):
     m3: float = 1.0
     g: float = 9.81
 
+    def num_coordinates(self) -> int:
+        return 3
+
     def _lengths(self, dtype):
         return jnp.stack([self.l1, self.l2, self.l3]).astype(dtype)
 

@@ -68,6 +68,9 @@ class PointParticle(System):
     F_y: float = -0.5
     F_z: float = -9.81
 
+    def num_coordinates(self) -> int:
+        return 3
+
     def mass_matrix(self, t, q):
         return self.mass * jnp.eye(3, dtype=q.dtype)
 
@@ -166,6 +169,9 @@ class CoulombBead(System):
     g: float = 0.0
     v_reg: float = 0.0
 
+    def num_coordinates(self) -> int:
+        return 2
+
     def mass_matrix(self, t, q):
         return self.mass * jnp.eye(2, dtype=q.dtype)
 
@@ -214,6 +220,9 @@ class EllipseSpringParticle(System):
     b_e: float = 2.0
     c_e: float = 1.0
     x0: float = 0.5
+
+    def num_coordinates(self) -> int:
+        return 2
 
     def kinetic_energy(self, t, q, qd):
         return 0.5 * self.mass * qd @ qd

@@ -37,6 +37,9 @@ class SimplePendulum(System):
     length: float = 1.0
     g: float = 9.81
 
+    def num_coordinates(self) -> int:
+        return 1
+
     def kinetic_energy(self, t, q, qd):
         return 0.5 * self.mass * self.length**2 * qd[0] ** 2
 
@@ -55,6 +58,9 @@ class CartesianPendulum(System):
     mass: float = 1.0
     length: float = 1.0
     g: float = 9.81
+
+    def num_coordinates(self) -> int:
+        return 2
 
     def kinetic_energy(self, t, q, qd):
         return 0.5 * self.mass * qd @ qd
@@ -84,6 +90,9 @@ class DoubleRodPendulum(System):
     L2: float = 1.0
     g: float = 10.0
     mass: float = 1.0
+
+    def num_coordinates(self) -> int:
+        return 3
 
     def kinetic_energy(self, t, q, qd):
         return 0.5 * self.mass * qd @ qd
@@ -123,6 +132,9 @@ class PlanarChain(System):
     lengths: jnp.ndarray
     damping: jnp.ndarray | None = None
     g: float = 9.81
+
+    def num_coordinates(self) -> int:
+        return 2 * self.n_links
 
     @classmethod
     def uniform(cls, n_links: int, mass=1.0, length=1.0, damping=None, g=9.81):

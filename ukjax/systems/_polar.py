@@ -88,6 +88,9 @@ class PolarProjectile(System):
     g: float = 9.81
     metric: AbstractPolarMetric = LagrangianMetric()
 
+    def num_coordinates(self) -> int:
+        return 2
+
     def mass_matrix(self, t, q):
         return self.metric.mass_matrix(self.mass, q)
 

@@ -44,6 +44,9 @@ class SwarmRobots(System):
     masses: jax.Array
     a: float = 0.5
 
+    def num_coordinates(self) -> int:
+        return 2 * self.masses.shape[0]
+
     def __init__(self, masses=None, a=0.5):
         self.masses = jnp.full(5, 2.0) if masses is None else jnp.asarray(masses)
         self.a = a

@@ -38,6 +38,9 @@ class VaryingLengthPendulum(System):
     mass: float = 1.0
     g: float = 9.81
 
+    def num_coordinates(self) -> int:
+        return 2
+
     def kinetic_energy(self, t, q, qd):
         return 0.5 * self.mass * qd @ qd
 

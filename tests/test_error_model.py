@@ -1,0 +1,350 @@
+"""One error model: every bad input gets a clear error that names the failure and the fix,
+or (throw=False, sweeps) a per-trajectory result code; nothing silent, and one bad member
+never changes or aborts the others."""
+
+import json
+import warnings
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ukjax
+from ukjax._cli import main as cli_main
+from ukjax.systems import CartesianPendulum
+
+
+RUNTIME = (eqx.EquinoxRuntimeError, RuntimeError)
+TS = jnp.linspace(0.0, 0.5, 4)
+Q0, QD0 = jnp.array([1.0, 0.0]), jnp.zeros(2)
+R = ukjax.RESULTS
+
+
+def sim(system, q0=Q0, qd0=QD0, **kw):
+    return ukjax.simulate(system, q0, qd0, TS, **kw)
+
+
+class Contradictory(ukjax.System):
+    """x = 0 and x = 1 at once."""
+
+    def num_coordinates(self):
+        return 2
+
+    def mass_matrix(self, t, q):
+        return jnp.eye(2)
+
+    def holonomic(self, t, q):
+        return jnp.stack([q[0], q[0] - 1.0])
+
+
+class InconsistentRows(ukjax.System):
+    """Raw rows x'' = 0 and x'' = 1: b is not in the range of A."""
+
+    def num_coordinates(self):
+        return 2
+
+    def mass_matrix(self, t, q):
+        return jnp.eye(2)
+
+    def acceleration_constraint(self, t, q, qd):
+        return jnp.array([[1.0, 0.0], [1.0, 0.0]]), jnp.array([0.0, 1.0])
+
+
+# --- each failure: raised (plain, filter_jit, vmap) with throw=True, coded with throw=False
+
+
+def test_negative_mass(capfd):
+    with pytest.raises(RUNTIME, match="not symmetric positive definite"):
+        sim(CartesianPendulum(mass=-1.0))
+    assert "smallest_diagonal_entry_of_M = -1.0" in capfd.readouterr().err
+    sol = sim(CartesianPendulum(mass=-1.0), throw=False)
+    assert bool(sol.result == R.mass_matrix_not_spd)
+    assert np.all(np.isnan(sol.q))  # no value a user could take for data
+
+
+def test_nan_initial_state_is_named_as_nan():
+    with pytest.raises(ValueError, match=r"contains NaN or inf: q0\[0\] = nan"):
+        sim(CartesianPendulum(), q0=jnp.array([jnp.nan, 0.0]))
+    f = eqx.filter_jit(lambda q: sim(CartesianPendulum(), q0=q).q)
+    with pytest.raises(RUNTIME, match="non-finite value"):
+        jax.block_until_ready(f(jnp.array([jnp.nan, 0.0])))
+    sol = sim(CartesianPendulum(), q0=jnp.array([jnp.nan, 0.0]), throw=False)
+    assert bool(sol.result == R.nonfinite_state)
+
+
+def test_initial_state_off_the_constraints():
+    q0 = jnp.array([1.1, 0.0])
+    with pytest.raises(ValueError, match=r"max\|phi\| = 2\.100e-01"):
+        sim(CartesianPendulum(), q0=q0)
+    f = eqx.filter_jit(lambda q: sim(CartesianPendulum(), q0=q).q)
+    with pytest.raises(RUNTIME, match="initial conditions violate the constraints"):
+        jax.block_until_ready(f(q0))
+    sol = eqx.filter_jit(lambda q: sim(CartesianPendulum(), q0=q, throw=False))(q0)
+    assert bool(sol.result == R.initial_conditions_inconsistent)
+
+
+def test_inconsistent_constraints(capfd):
+    ign = ukjax.IgnoreInitial()
+    with pytest.raises(RUNTIME, match="inconsistent constraints"):
+        sim(InconsistentRows(), initial_conditions=ign)
+    assert "relative_residual" in capfd.readouterr().err
+    sol = sim(InconsistentRows(), initial_conditions=ign, throw=False)
+    assert bool(sol.result == R.inconsistent_constraints)
+
+
+def test_projection_onto_contradictory_constraints_is_refused():
+    q0 = jnp.array([0.3, 0.0])
+    with pytest.raises(RUNTIME, match="could not be projected onto the constraints"):
+        jax.block_until_ready(ukjax.project_initial_conditions(Contradictory(), 0.0, q0, QD0))
+    with pytest.raises(RUNTIME, match="could not be projected"):
+        sim(Contradictory(), q0=q0, initial_conditions=ukjax.ProjectInitial())
+    sol = sim(Contradictory(), q0=q0, initial_conditions=ukjax.ProjectInitial(), throw=False)
+    assert bool(sol.result == R.projection_failed)
+
+
+def test_vmap_throw_true_raises_and_throw_false_codes_each_member():
+    batch = jnp.array([[1.0, 0.0], [1.1, 0.0], [jnp.nan, 0.0], [0.0, -1.0]])
+    with pytest.raises(RUNTIME, match="ukjax:"):
+        jax.block_until_ready(jax.vmap(lambda q: sim(CartesianPendulum(), q0=q).q)(batch))
+    out = jax.vmap(lambda q: sim(CartesianPendulum(), q0=q, throw=False))(batch)
+    codes = [
+        bool((out.result == c)[i])
+        for i, c in enumerate(
+            (R.successful, R.initial_conditions_inconsistent, R.nonfinite_state, R.successful)
+        )
+    ]
+    assert all(codes)
+    assert np.all(np.isfinite(out.q[np.array([0, 3])]))
+    assert np.all(np.isnan(out.q[np.array([1, 2])]))
+
+
+def test_bad_members_do_not_change_their_neighbours_bit_for_bit():
+    bad = jnp.array([[1.0, 0.0], [jnp.nan, 0.0], [0.0, -1.0], [0.6, -0.8]])
+    clean = bad.at[1].set(jnp.array([0.0, 1.0]))
+    f = jax.vmap(lambda q: sim(CartesianPendulum(), q0=q, throw=False))
+    a, b = f(bad), f(clean)
+    keep = np.array([0, 2, 3])
+    np.testing.assert_array_equal(np.asarray(a.q)[keep], np.asarray(b.q)[keep])
+
+
+class StiffSpring(ukjax.System):
+    """k = 1e6, c = 1e3: explicit solvers crawl at the stability limit."""
+
+    def num_coordinates(self):
+        return 1
+
+    def mass_matrix(self, t, q):
+        return jnp.eye(1)
+
+    def forces(self, t, q, qd):
+        return -1e6 * q - 1e3 * qd
+
+
+def _stiff(solver):
+    return ukjax.simulate(
+        StiffSpring(),
+        jnp.ones(1),
+        jnp.zeros(1),
+        jnp.linspace(0.0, 5.0, 3),
+        solver=solver,
+        rtol=1e-6,
+        atol=1e-6,
+        max_steps=300,
+        throw=False,
+    )
+
+
+def test_step_limit_names_stiffness_and_the_cure():
+    with pytest.raises(ValueError, match="max_steps must be a positive integer"):
+        sim(CartesianPendulum(), max_steps=0)
+    with pytest.raises(RUNTIME, match=r"diffrax\.Kvaerno5\(\)"):
+        sim(CartesianPendulum(), max_steps=3)
+    assert bool(_stiff(diffrax.Tsit5()).result == R.max_steps_stiff)
+
+
+@pytest.mark.slow
+def test_the_suggested_implicit_solver_does_solve_the_stiff_problem():
+    ok = _stiff(diffrax.Kvaerno5())
+    assert bool(ok.result == R.successful) and int(ok.stats["num_steps"]) < 300
+
+
+# --- validated inputs ---------------------------------------------------------------
+
+
+def test_integer_constraint_is_refused_not_dropped():
+    class IntPhi(CartesianPendulum):
+        def holonomic(self, t, q):
+            return jnp.stack([q @ q - 1.0]).astype(jnp.int32)
+
+    with pytest.raises(ValueError, match="dtype int32.*silently vanish"):
+        ukjax.acceleration(IntPhi(), 0.0, Q0, QD0)
+
+
+def test_state_length_is_checked():
+    with pytest.raises(ValueError, match=r"CartesianPendulum has 2 generalized coordinates"):
+        sim(CartesianPendulum(), q0=jnp.array([1.0]), qd0=jnp.zeros(1))
+
+    class Undeclared(ukjax.System):  # no num_coordinates: found by the index probe
+        def mass_matrix(self, t, q):
+            return jnp.eye(q.shape[0])
+
+        def holonomic(self, t, q):
+            return jnp.stack([q[0] ** 2 + q[2] ** 2 - 1.0])
+
+    with pytest.raises(ValueError, match="indexes the state past its end"):
+        sim(Undeclared(), q0=jnp.array([1.0, 0.0]), qd0=jnp.zeros(2))
+
+
+def test_strings_get_the_object_to_pass():
+    with pytest.raises(TypeError, match=r"ukjax\.IgnoreInitial\(\)"):
+        sim(CartesianPendulum(), initial_conditions="ignore")
+    with pytest.raises(TypeError, match="uk_solver must be"):
+        sim(CartesianPendulum(), uk_solver="svd")
+
+
+# --- sweeps and files -----------------------------------------------------------------
+
+
+def _sweep_batch(bad: bool):
+    th = np.linspace(-1.0, 1.0, 8)
+    q0 = np.stack([np.sin(th), -np.cos(th)], axis=1)
+    if bad:
+        q0[3] = [np.nan, 0.0]
+        q0[5] = [1.5, 0.0]  # off the circle
+    return jnp.asarray(q0), jnp.zeros((8, 2))
+
+
+def test_sweep_reports_bad_trajectories_and_keeps_the_others(tmp_path, capfd):
+    q0, qd0 = _sweep_batch(bad=True)
+    res = ukjax.sweep(CartesianPendulum(), q0, qd0, TS, out=tmp_path / "s", chunk_size=4)
+    assert res.ok.tolist() == [True, True, True, False, True, False, True, True]
+    assert ukjax.RESULT_NAMES[res.result[3]] == "nonfinite_state"
+    assert ukjax.RESULT_NAMES[res.result[5]] == "initial_conditions_inconsistent"
+    assert "2 of 8 trajectories failed" in capfd.readouterr().err
+    assert set(res.failures()) == {"nonfinite_state", "initial_conditions_inconsistent"}
+    clean = ukjax.sweep(
+        CartesianPendulum(), *_sweep_batch(bad=False), TS, chunk_size=4, progress=False
+    )
+    good = res.ok
+    np.testing.assert_array_equal(res.q[good], clean.q[good])  # bit for bit
+    loaded = ukjax.load_sweep(tmp_path / "s")
+    np.testing.assert_array_equal(loaded.result, res.result)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "zeros",
+        "truncated",
+        pytest.param("fewer_rows", marks=pytest.mark.slow),
+        pytest.param("deleted_record", marks=pytest.mark.slow),
+    ],
+)
+def test_damaged_chunks_are_named_and_recomputed(tmp_path, damage):
+    q0, qd0 = _sweep_batch(bad=False)
+    out = tmp_path / "s"
+    first = ukjax.sweep(CartesianPendulum(), q0, qd0, TS, out=out, chunk_size=4, progress=False)
+    chunk = out / "chunk_000001.npz"
+    if damage == "zeros":
+        np.savez(
+            chunk,
+            q=np.zeros((4, 4, 2)),
+            qd=np.zeros((4, 4, 2)),
+            result=np.zeros(4, int),
+            num_steps=np.zeros(4, int),
+        )
+    elif damage == "fewer_rows":
+        with np.load(chunk) as z:
+            np.savez(chunk, **{k: z[k][:1] for k in z.files})
+    elif damage == "truncated":
+        chunk.write_bytes(chunk.read_bytes()[:100])
+    else:
+        (out / "chunk_000001.json").unlink()
+    with pytest.raises(FileNotFoundError, match="chunk_000001"):
+        ukjax.load_sweep(out)
+    with pytest.warns(UserWarning, match="computing chunk 1 again"):
+        again = ukjax.sweep(CartesianPendulum(), q0, qd0, TS, out=out, chunk_size=4, progress=False)
+    assert again.chunks_computed == 1 and again.chunks_loaded == 1
+    np.testing.assert_array_equal(again.q, first.q)
+    np.testing.assert_array_equal(ukjax.load_sweep(out).q, first.q)
+
+
+def test_broken_or_missing_meta_json(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no meta.json"):
+        ukjax.load_sweep(tmp_path)
+    q0, qd0 = _sweep_batch(bad=False)
+    out = tmp_path / "s"
+    ukjax.sweep(CartesianPendulum(), q0, qd0, TS, out=out, chunk_size=4, progress=False)
+    (out / "meta.json").write_text(json.dumps({"fingerprint": "x"})[:7])
+    with pytest.raises(ValueError, match="meta.json.*is damaged.*delete"):
+        ukjax.load_sweep(out)
+
+
+def test_failed_validation_writes_nothing(tmp_path):
+    class BadPhi(CartesianPendulum):
+        def holonomic(self, t, q):
+            return jnp.ones((2, 2))
+
+    with pytest.raises(ValueError, match="1-D array"):
+        ukjax.sweep(BadPhi(), *_sweep_batch(bad=False), TS, out=tmp_path / "s", progress=False)
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["--batch", "-5"], "--batch"),
+        (["--batch", "0"], "--batch"),
+        (["--saves", "1"], "--saves"),
+        (["--t1", "-1"], "--t1"),
+        (["--chunk", "x"], "--chunk"),
+        (["--t1", "nan"], "--t1"),
+    ],
+)
+def test_cli_bad_values_are_usage_errors(args, option, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli_main(["sweep", *args])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}" in err and "Traceback" not in err
+
+
+# --- property: random invalid inputs never give silent output ------------------------
+
+
+@eqx.filter_jit
+def _run_no_throw(system, q0, qd0):
+    return sim(system, q0=q0, qd0=qd0, throw=False)
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    kind=st.sampled_from(["nan_q", "inf_qd", "neg_mass", "off_circle", "zero_mass"]),
+    index=st.integers(0, 1),
+    scale=st.floats(0.05, 5.0),
+)
+def test_random_invalid_inputs_are_never_silent(kind, index, scale):
+    q0, qd0, mass = np.array([0.6, -0.8]), np.zeros(2), 1.0
+    if kind == "nan_q":
+        q0[index] = np.nan
+    elif kind == "inf_qd":
+        qd0[index] = np.inf
+    elif kind == "neg_mass":
+        mass = -scale
+    elif kind == "zero_mass":
+        mass = 0.0
+    else:
+        q0 = q0 * (1.0 + scale)
+    system = CartesianPendulum(
+        mass=jnp.asarray(mass), length=jnp.asarray(1.0), g=jnp.asarray(9.81)
+    )  # arrays: one compilation for all
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sol = _run_no_throw(system, q0, qd0)
+    assert not bool(sol.result == R.successful), kind
+    assert not np.any(np.isfinite(np.asarray(sol.q)[1:])), kind

@@ -1,0 +1,139 @@
+"""One error model: the result codes of a simulation, extending diffrax's.
+
+Every run-time failure has one code. `simulate(..., throw=True)` (the default) raises an
+`equinox.EquinoxRuntimeError` whose message is the code's text; `throw=False` returns the
+code in `Solution.result` (and a sweep keeps one per trajectory) so that a batch never aborts
+for one bad member.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import diffrax
+import jax
+import jax.numpy as jnp
+
+
+_STIFF_HINT = (
+    " If the problem is stiff (stiff springs or dampers, large Baumgarte gains, fast "
+    "servo-constraint dynamics), an explicit solver needs tiny steps: use an implicit one, "
+    "e.g. simulate(..., solver=diffrax.Kvaerno5()). Otherwise raise max_steps, or loosen "
+    "rtol/atol."
+)
+
+
+class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
+    """The result codes of :func:`ukjax.simulate`: diffrax's, plus the ones below.
+
+    - `mass_matrix_not_spd`: $M$ is not symmetric positive definite at some state.
+    - `nonfinite_state`: NaN or inf in the state, the parameters, $M$, $Q$, $A$, $b$ or $C$.
+    - `inconsistent_constraints`: $b$ is not in the range of $A$.
+    - `initial_conditions_inconsistent`: the initial state violates the constraints.
+    - `projection_failed`: the state could not be projected onto the constraints.
+    - `max_steps_stiff`: the step limit was reached with many rejected steps (stiffness).
+
+    `successful` is code 0. Compare with `==`, e.g. `sol.result == ukjax.RESULTS.successful`.
+
+    Example:
+        >>> import jax.numpy as jnp, ukjax
+        >>> from ukjax.systems import CartesianPendulum
+        >>> sol = ukjax.simulate(CartesianPendulum(mass=-1.0), jnp.array([1.0, 0.0]),
+        ...                      jnp.zeros(2), jnp.linspace(0.0, 1.0, 3), throw=False)
+        >>> bool(sol.result == ukjax.RESULTS.mass_matrix_not_spd)
+        True
+    """
+
+    mass_matrix_not_spd = (
+        "ukjax: the mass matrix is not symmetric positive definite (asymmetric, or its "
+        "Cholesky factorisation failed). Check that every mass and inertia is > 0 and that "
+        "mass_matrix/kinetic_energy describes a positive-definite kinetic energy."
+    )
+    nonfinite_state = (
+        "ukjax: non-finite value (NaN or inf) in the state or in the inputs of the "
+        "Udwadia-Kalaba equation (M, Q, A, b or C). Check q0, qd0 and the parameters for NaN, "
+        "and that the simulation has not diverged (shorten the time span or tighten rtol/atol)."
+    )
+    inconsistent_constraints = (
+        "ukjax: inconsistent constraints: b is not in the range of A, so no acceleration "
+        "satisfies A qdd = b. Check for contradictory constraints, or for a state that has "
+        "drifted far off the constraint manifold of redundant constraints (stabilization="
+        "ukjax.Projection() keeps it on), or raise consistency_tol."
+    )
+    initial_conditions_inconsistent = (
+        "ukjax: the initial conditions violate the constraints (max |phi|, |phi_dot|, |psi| "
+        "above the tolerance of ukjax.CheckInitial). Fix q0/qd0, or pass "
+        "initial_conditions=ukjax.ProjectInitial() to move them to the nearest consistent "
+        "state in the mass metric, or ukjax.IgnoreInitial() to integrate them as given."
+    )
+    projection_failed = (
+        "ukjax: the state could not be projected onto the constraints (the residual stays "
+        "above the tolerance after the Newton iterations): the constraints are contradictory "
+        "(no state satisfies all of them) or their Jacobian is singular where the projection "
+        "started. Check the constraints, or start closer to the constraint manifold."
+    )
+    max_steps_stiff = (
+        "ukjax: the maximum number of solver steps was reached, with many of the steps "
+        "rejected: the problem looks stiff." + _STIFF_HINT
+    )
+    max_steps_explicit = (
+        "ukjax: the maximum number of solver steps was reached (max_steps)." + _STIFF_HINT
+    )
+
+
+NAMES = (
+    "successful",
+    "max_steps_reached",
+    "singular",
+    "breakdown",
+    "stagnation",
+    "conlim",
+    "nonfinite_input",
+    "nonlinear_max_steps_reached",
+    "nonlinear_divergence",
+    "nonfinite",
+    "dt_min_reached",
+    "event_occurred",
+    "max_steps_rejected",
+    "internal_error",
+    "mass_matrix_not_spd",
+    "nonfinite_state",
+    "inconsistent_constraints",
+    "initial_conditions_inconsistent",
+    "projection_failed",
+    "max_steps_stiff",
+    "max_steps_explicit",
+)
+"""The result codes by integer value (0 = successful), as stored by :func:`ukjax.sweep`."""
+
+
+def code_of(result) -> jax.Array:
+    """The integer code (index in :data:`NAMES`) of a result; -1 for an unknown one."""
+    result = promote(result)
+    code = jnp.asarray(-1, jnp.int32)
+    for i, name in enumerate(NAMES):
+        item = getattr(RESULTS, name, None)
+        if item is not None:
+            code = jnp.where(result == item, i, code)
+    return code
+
+
+def message(item: RESULTS) -> str:
+    """The text of a (static) result code."""
+    return RESULTS[item]
+
+
+def promote(result) -> RESULTS:
+    """A diffrax result as a :class:`RESULTS` item (a RESULTS item unchanged)."""
+    try:
+        return RESULTS.promote(result)
+    except ValueError:  # already a RESULTS item
+        return result
+
+
+def first_failure(*pairs) -> RESULTS:
+    """The code of the first `(failed, code)` pair whose flag is true, else `successful`."""
+    out: Any = RESULTS.successful
+    for failed, code in reversed(pairs):
+        out = RESULTS.where(jnp.asarray(failed), code, out)
+    return out
