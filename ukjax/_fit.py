@@ -247,7 +247,7 @@ class _Stopping(eqx.Module):
         ):
             small += 1
             if small >= self.patience:
-                return "relative loss change < ftol for 3 steps", small
+                return f"relative loss change < ftol for {self.patience} steps", small
             return None, small
         return None, 0
 

@@ -18,14 +18,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._projection import project
-from ._residuals import ConstraintResiduals, residuals
+from ._residuals import ConstraintResiduals, default_ic_tol, residuals
 from ._results import RESULTS, first_failure, message
 from ._system import System
-
-
-def default_ic_tol(dtype) -> float:
-    """Absolute tolerance on the initial constraint residuals: 1e-8 (float64), 1e-4 (float32)."""
-    return 1e-8 if jnp.finfo(dtype).bits >= 64 else 1e-4
 
 
 class InitialCheck(NamedTuple):
@@ -41,6 +36,10 @@ def _worst(res: ConstraintResiduals) -> dict[str, jax.Array]:
         "max_velocity_residual": jnp.max(jnp.abs(res.velocity), initial=0.0),
         "max_nonholonomic_residual": jnp.max(jnp.abs(res.nonholonomic), initial=0.0),
     }
+
+
+def _tol(tol: float | None, dtype) -> float:
+    return default_ic_tol(dtype) if tol is None else tol
 
 
 def _nonfinite(q0, qd0) -> jax.Array:
@@ -120,7 +119,7 @@ class ProjectInitial(AbstractInitialConditions):
     tol: float | None = eqx.field(static=True, default=None)
 
     def apply(self, system, t0, q0, qd0):
-        tol = default_ic_tol(q0.dtype) if self.tol is None else self.tol
+        tol = _tol(self.tol, q0.dtype)
         q, qd = project(system, t0, q0, qd0, self.iterations)
         check = _verdict(system, t0, q, qd, tol, RESULTS.projection_failed)
         nonfinite_input = _nonfinite(q0, qd0)
@@ -153,17 +152,14 @@ class CheckInitial(AbstractInitialConditions):
 
     tol: float | None = eqx.field(static=True, default=None)
 
-    def _tol(self, dtype) -> float:
-        return default_ic_tol(dtype) if self.tol is None else self.tol
-
     def apply(self, system, t0, q0, qd0):
-        tol = self._tol(q0.dtype)
+        tol = _tol(self.tol, q0.dtype)
         return q0, qd0, _verdict(system, t0, q0, qd0, tol, RESULTS.initial_conditions_inconsistent)
 
     def apply_eagerly(self, system, t0, q0, qd0):
         super().apply_eagerly(system, t0, q0, qd0)
         res = _residuals_jit(system, t0, q0, qd0)
-        tol = self._tol(q0.dtype)
+        tol = _tol(self.tol, q0.dtype)
         if not float(res.max_abs()) <= tol:
             w = {k: float(v) for k, v in _worst(res).items()}
             fix = message(RESULTS.initial_conditions_inconsistent).split("). ", 1)[1]

@@ -24,7 +24,7 @@ from jaxtyping import Array, ArrayLike, Float
 from ._dynamics import mass_and_force
 from ._errors import error_if
 from ._linalg import weighted_pinv_solve
-from ._residuals import has_holonomic, phi, residuals, velocity_level
+from ._residuals import default_ic_tol, has_holonomic, phi, residuals, velocity_level
 from ._results import RESULTS, message
 from ._stabilization import AbstractStabilization
 from ._system import System, as_time, check_state
@@ -96,7 +96,7 @@ def project_initial_conditions(
     q, qd = check_state(q0, qd0, system)
     t = as_time(t0, q.dtype)
     q, qd = project(system, t, q, qd, iterations)
-    tol = (1e-8 if jnp.finfo(q.dtype).bits >= 64 else 1e-4) if tol is None else tol
+    tol = default_ic_tol(q.dtype) if tol is None else tol
     worst = residuals(system, t, q, qd).max_abs()
     q = error_if(
         q,

@@ -85,6 +85,12 @@ def velocity_level(system: System, t, q, qd) -> jax.Array:
     return jnp.concatenate(parts) if parts else jnp.zeros((0,), q.dtype)
 
 
+def default_ic_tol(dtype) -> float:
+    """Absolute tolerance on constraint residuals of an initial or projected state: 1e-8
+    (float64), 1e-4 (float32)."""
+    return 1e-8 if jnp.finfo(dtype).bits >= 64 else 1e-4
+
+
 def max_abs(*arrays) -> jax.Array:
     """Largest absolute entry over all the arrays (0 if they are all empty)."""
     return jnp.max(jnp.stack([jnp.max(jnp.abs(x), initial=0.0) for x in arrays]))

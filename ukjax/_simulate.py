@@ -52,6 +52,7 @@ class _VectorField(eqx.Module):
     uk_solver: AbstractUKSolver
     check: bool = eqx.field(static=True)
     consistency_tol: float | None = eqx.field(static=True)
+    throw: bool = eqx.field(static=True)
 
     def evaluate(self, t, y):
         return evaluate(self.system, t, y[0], y[1], self.stabilization, self.uk_solver)
@@ -63,8 +64,8 @@ class _VectorField(eqx.Module):
 
     def __call__(self, t, y, args):
         ev = self.evaluate(t, y)
-        # args: raise from inside the solve (throw=True), or leave the verdict to the event.
-        raising = self.check and args is None
+        # throw=True: raise from inside the solve; throw=False: the event gives the verdict.
+        raising = self.check and self.throw
         return y[1], ev.checked_qdd(self.consistency_tol) if raising else ev.terms.qdd
 
 
@@ -84,7 +85,10 @@ class _Integration(eqx.Module):
     adjoint: diffrax.AbstractAdjoint
     progress_meter: diffrax.AbstractProgressMeter
     max_steps: int | None = eqx.field(static=True)
-    throw: bool = eqx.field(static=True)
+
+    @property
+    def throw(self) -> bool:
+        return self.field.throw
 
     def _event(self):
         """Stops a run whose initial state was refused or whose state fails a UK check
@@ -124,7 +128,10 @@ class _Integration(eqx.Module):
         event = self._event()
         fn = stab.save_fn(system)
         saves = diffrax.SubSaveAt(ts=ts) if fn is None else diffrax.SubSaveAt(ts=ts, fn=fn)
-        saveat = diffrax.SaveAt(subs=[saves, diffrax.SubSaveAt(t1=True)])
+        # The final state (t1, or where the event stopped the run) is needed only to name
+        # the failure that the event caught.
+        finals = [] if event is None else [diffrax.SubSaveAt(t1=True)]
+        saveat = diffrax.SaveAt(subs=[saves, *finals])
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(self.field),
             stab.wrap_solver(self.solver, system),
@@ -132,7 +139,7 @@ class _Integration(eqx.Module):
             t1=ts[-1],
             dt0=self.dt0,
             y0=(q0, qd0),
-            args=None if event is None else refused,
+            args=refused,
             saveat=saveat,
             stepsize_controller=self.stepsize_controller,
             adjoint=self.adjoint,
@@ -280,6 +287,7 @@ def simulate(
         check_uk_solver(uk_solver),
         check,
         consistency_tol,
+        throw,
     )
     integration = _Integration(
         field=field,
@@ -290,6 +298,5 @@ def simulate(
         adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
         progress_meter=diffrax.NoProgressMeter() if progress_meter is None else progress_meter,
         max_steps=max_steps,
-        throw=throw,
     )
     return _integrate(integration, q0, qd0, ts)
