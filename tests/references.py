@@ -122,3 +122,72 @@ def log_spiral_exact(s, t):
     """The exact motion on the log spiral: theta = theta0 - t, r = exp(k theta)."""
     th = s.theta0 - t
     return jnp.exp(s.k * th), th
+
+
+# ---- hybrid dynamics: closed forms and an event-driven minimal-coordinate reference ----
+
+
+def bouncing_ball_impacts(h0, e, g, count):
+    """Impact times of a ball dropped from rest at height h0 (restitution e), the impact
+    speeds before each impact, and the Zeno time."""
+    v = np.sqrt(2.0 * g * h0)
+    times, speeds, t = [], [], np.sqrt(2.0 * h0 / g)
+    for _ in range(count):
+        times.append(t)
+        speeds.append(v)
+        v *= e
+        t += 2.0 * v / g
+    zeno = np.sqrt(2.0 * h0 / g) + 2.0 * e * np.sqrt(2.0 * g * h0) / (g * (1.0 - e))
+    return np.array(times), np.array(speeds), zeno
+
+
+def pendulum_wall_reference(L, g, wall, e, theta0, omega0, ts):
+    """A pendulum (angle theta from the downward vertical, bob x = L sin(theta)) that hits
+    a wall at x = wall: theta'' = -(g/L) sin(theta), and theta' -> -e theta' at each
+    impact, integrated by scipy DOP853 (rtol 1e-12) with its own event location."""
+    from scipy.integrate import solve_ivp
+
+    theta_wall = np.arcsin(wall / L)
+
+    def rhs(t, y):
+        return [y[1], -(g / L) * np.sin(y[0])]
+
+    def hit(t, y):
+        return theta_wall - y[0]
+
+    hit.terminal, hit.direction = True, -1
+    out = np.full((len(ts), 2), np.nan)
+    t, y = ts[0], np.array([theta0, omega0])
+    impacts = []
+    while t < ts[-1]:
+        sel = ts[ts >= t]
+        sol = solve_ivp(
+            rhs,
+            (t, ts[-1]),
+            y,
+            method="DOP853",
+            rtol=1e-12,
+            atol=1e-12,
+            events=hit,
+            dense_output=True,
+        )
+        t_end = sol.t[-1]
+        mask = (ts >= t) & (ts <= t_end)
+        out[mask] = sol.sol(ts[mask]).T
+        if sol.status != 1:
+            break
+        impacts.append(t_end)
+        y = sol.y[:, -1].copy()
+        y[0] = theta_wall
+        y[1] = -e * y[1]
+        t = t_end
+        del sel
+    return out, np.array(impacts)
+
+
+def kkt_impulse(M, J, qd, impulse):
+    """Post-impulse velocity from the Lagrange-multiplier (KKT) impulse equations
+    [M J^T; J 0][qd+; P] = [M qd + I; J qd]."""
+    n, m = M.shape[0], J.shape[0]
+    K = np.block([[M, J.T], [J, np.zeros((m, m))]])
+    return np.linalg.solve(K, np.concatenate([M @ qd + impulse, J @ qd]))[:n]

@@ -48,6 +48,7 @@ def _public(module):
 # accept them; everything else a user calls or instantiates shows how.
 CONTAINERS = {
     "ConstraintResiduals",
+    "EventLog",
     "Diagnostics",
     "FitResult",
     "Solution",

@@ -12,6 +12,9 @@ The public API:
 - :func:`constraint_matrices`, :func:`mass_and_force`, :func:`acceleration`,
   :func:`energy`, :func:`kinetic_energy`: the model at one state.
 - :func:`simulate`, :class:`Solution`: integrate with diffrax.
+- Contact laws for unilateral constraints: :class:`Impact`, :class:`ContactDynamics`,
+  :class:`HuntCrossley` (base :class:`AbstractContact`); :func:`contact_forces`, :class:`EventLog`,
+  :data:`EVENT_KINDS`; impulses: :func:`apply_impulse`, :class:`Impulses`.
 - Stabilisation strategies: :class:`Baumgarte`, :class:`Projection`,
   :class:`NoStabilization` (base :class:`AbstractStabilization`).
 - Initial-condition policies: :class:`CheckInitial` (default), :class:`ProjectInitial`,
@@ -42,6 +45,10 @@ import importlib.metadata
 
 from . import systems as systems
 from ._constraints import constraint_matrices as constraint_matrices
+from ._contact import AbstractContact as AbstractContact
+from ._contact import ContactDynamics as ContactDynamics
+from ._contact import HuntCrossley as HuntCrossley
+from ._contact import Impact as Impact
 from ._diagnostics import Diagnostics as Diagnostics
 from ._diagnostics import diagnostics as diagnostics
 from ._dynamics import (
@@ -71,6 +78,11 @@ from ._fit import (
 from ._fit import (
     trajectory_loss as trajectory_loss,
 )
+from ._hybrid import EVENT_KINDS as EVENT_KINDS
+from ._hybrid import EventLog as EventLog
+from ._hybrid import contact_forces as contact_forces
+from ._impulse import Impulses as Impulses
+from ._impulse import apply_impulse as apply_impulse
 from ._initial import (
     AbstractInitialConditions as AbstractInitialConditions,
 )

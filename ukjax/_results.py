@@ -24,7 +24,7 @@ _STIFF_HINT = (
 
 
 class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
-    """The result codes of :func:`ukjax.simulate`: diffrax's, plus the ones below.
+    r"""The result codes of :func:`ukjax.simulate`: diffrax's, plus the ones below.
 
     - `mass_matrix_not_spd`: $M$ is not symmetric positive definite at some state.
     - `nonfinite_state`: NaN or inf in the state, the parameters, $M$, $Q$, $A$, $b$ or $C$.
@@ -32,6 +32,8 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
     - `initial_conditions_inconsistent`: the initial state violates the constraints.
     - `projection_failed`: the state could not be projected onto the constraints.
     - `max_steps_stiff`: the step limit was reached with many rejected steps (stiffness).
+    - `initial_penetration`: a unilateral constraint $g_i \ge 0$ is violated at the start.
+    - `max_events_reached`: a hybrid run needed more events than `max_events`.
 
     `successful` is code 0. Compare with `==`, e.g. `sol.result == ukjax.RESULTS.successful`.
 
@@ -79,6 +81,16 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
     max_steps_explicit = (
         "ukjax: the maximum number of solver steps was reached (max_steps)." + _STIFF_HINT
     )
+    initial_penetration = (
+        "ukjax: the initial state violates a unilateral constraint (some g_i(q0, t0) < 0: "
+        "the system starts inside an obstacle). Move q0 to the admissible side g >= 0."
+    )
+    max_events_reached = (
+        "ukjax: the hybrid run needed more events (impacts, mode changes, impulses) than "
+        "max_events. Raise simulate(..., max_events=...); for a bouncing system with "
+        "restitution close to 1, raise Impact(persist_below=...) so that it comes to rest in "
+        "fewer impacts."
+    )
 
 
 NAMES = (
@@ -103,6 +115,8 @@ NAMES = (
     "projection_failed",
     "max_steps_stiff",
     "max_steps_explicit",
+    "initial_penetration",
+    "max_events_reached",
 )
 """The result codes by integer value (0 = successful), as stored by :func:`ukjax.sweep`."""
 

@@ -12,8 +12,11 @@ import numpy as np
 from jax.core import Tracer
 from jaxtyping import ArrayLike, Float
 
+from ._contact import AbstractContact, Impact, check_contact
 from ._dynamics import evaluate
 from ._errors import code_error_if
+from ._hybrid import EventLog, HybridField, HybridIntegration
+from ._impulse import Impulses
 from ._initial import AbstractInitialConditions, InitialCheck, check_initial_policy
 from ._probe import probe_indexing
 from ._results import RESULTS, promote
@@ -32,7 +35,12 @@ class Solution(eqx.Module):
     - `result`: a :class:`ukjax.RESULTS` code (`ukjax.RESULTS.successful` on success).
       With `throw=False` a failed run returns its code here; the saves from the failure on
       are NaN (those before it are kept), so no value is mistaken for data.
-    - `stats`: diffrax statistics (`num_steps`, `num_accepted_steps`, ...).
+    - `stats`: diffrax statistics (`num_steps`, `num_accepted_steps`, ...); for a hybrid
+      run, `num_steps` summed over the segments.
+    - `events`: for a run with contacts or impulses, a :class:`ukjax.EventLog` (time,
+      kind, contact, normal speeds before/after, count); `None` otherwise.
+    - `engaged`: for a run with contacts, (T, k) booleans: which contacts were engaged
+      (a persistent or compliant contact row in the UK equation) at each save.
 
     Under `jax.vmap` every field gains a leading batch axis.
     """
@@ -42,6 +50,8 @@ class Solution(eqx.Module):
     qd: jax.Array
     result: RESULTS
     stats: dict[str, Any]
+    events: EventLog | None = None
+    engaged: jax.Array | None = None
 
 
 class _VectorField(eqx.Module):
@@ -213,6 +223,9 @@ def simulate(
     consistency_tol: float | None = None,
     throw: bool = True,
     progress_meter: diffrax.AbstractProgressMeter | None = None,
+    contact: AbstractContact | None = None,
+    impulses: Impulses | None = None,
+    max_events: int = 256,
 ) -> Solution:
     r"""Integrate a constrained system from $(q_0, \dot q_0)$ at `ts[0]` and save at `ts`.
 
@@ -250,7 +263,21 @@ def simulate(
       `solution.result` instead (a :class:`ukjax.RESULTS` item), with NaN in the saves from
       the failure on. Under `jax.vmap` each member gets its own code and the others are
       unaffected.
-    - `progress_meter`: e.g. `diffrax.TqdmProgressMeter()` for a progress bar.
+    - `progress_meter`: e.g. `diffrax.TqdmProgressMeter()` for a progress bar (smooth
+      runs only).
+    - `contact`: the law of the system's unilateral constraints `System.unilateral`
+      (:class:`ukjax.Impact`, :class:`ukjax.ContactDynamics`, :class:`ukjax.HuntCrossley`);
+      default `ukjax.Impact()` (rigid, elastic) when the system declares any.
+    - `impulses`: :class:`ukjax.Impulses` applied at given times (every bilateral
+      constraint kept, :func:`ukjax.apply_impulse`).
+    - `max_events`: size of the event log of a hybrid run (contacts or impulses); a run
+      that needs more ends with `ukjax.RESULTS.max_events_reached`. `max_steps` then
+      bounds each smooth segment between events.
+
+    With contacts or impulses the run is hybrid (:mod:`ukjax._hybrid`): smooth segments
+    between events located by root finding, in time order, each batch member with its own
+    events under `jax.vmap`; `solution.events` records them. Saves at `ts` are
+    right-continuous (a save at an impact time holds the post-impact velocity).
 
     **Returns:** a :class:`ukjax.Solution` with `ts`, `q` (T, n), `qd` (T, n).
 
@@ -289,14 +316,77 @@ def simulate(
         consistency_tol,
         throw,
     )
-    integration = _Integration(
-        field=field,
+    settings: dict[str, Any] = dict(
         initial=initial,
         solver=diffrax.Dopri8() if solver is None else solver,
         stepsize_controller=_controller(stepsize_controller, rtol, atol, dt0, q0.dtype),
         dt0=dt0,
         adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
-        progress_meter=diffrax.NoProgressMeter() if progress_meter is None else progress_meter,
         max_steps=max_steps,
     )
+    hybrid = _hybrid_integration(field, q0, ts, contact, impulses, max_events, settings)
+    if hybrid is not None:
+        return _integrate_hybrid(hybrid, q0, qd0, ts)
+    integration = _Integration(
+        field=field,
+        progress_meter=diffrax.NoProgressMeter() if progress_meter is None else progress_meter,
+        **settings,
+    )
     return _integrate(integration, q0, qd0, ts)
+
+
+def _hybrid_integration(
+    field: _VectorField, q0, ts, contact, impulses, max_events, settings
+) -> HybridIntegration | None:
+    """The hybrid integration, or None when the run has neither contacts nor impulses."""
+    system = field.system
+    out = jax.eval_shape(lambda t, q: system.unilateral(t, q), ts[0], q0)
+    if out is None and contact is not None:
+        raise ValueError(
+            f"contact= was given but {type(system).__name__} declares no unilateral "
+            "constraints: define unilateral(self, t, q) returning g (admissible where g >= 0)."
+        )
+    if out is None and impulses is None:
+        return None
+    if not isinstance(max_events, int) or max_events < 1:
+        raise ValueError(f"max_events must be a positive integer; got {max_events!r}.")
+    if out is not None and len(out.shape) != 1:
+        raise ValueError(
+            f"{type(system).__name__}.unilateral must return a 1-D array; got shape {out.shape}."
+        )
+    if impulses is not None:
+        if not isinstance(impulses, Impulses):
+            raise TypeError(f"impulses must be a ukjax.Impulses; got {impulses!r}.")
+        if impulses.values.shape[1] != q0.shape[0]:
+            raise ValueError(
+                f"impulses.values must have shape (K, {q0.shape[0]}); got {impulses.values.shape}."
+            )
+    law = floatify(check_contact(Impact() if contact is None else contact))
+    hybrid_field = HybridField(
+        system,
+        law,
+        field.stabilization,
+        field.uk_solver,
+        field.check,
+        field.consistency_tol,
+        field.throw,
+    )
+    return HybridIntegration(
+        field=hybrid_field,
+        impulses=impulses,
+        max_events=max_events,
+        num_contacts=0 if out is None else out.shape[0],
+        **settings,
+    )
+
+
+@eqx.filter_jit
+def _integrate_hybrid(integration: HybridIntegration, q0, qd0, ts) -> Solution:
+    c = integration(q0, qd0, ts)
+    q, qd, result = c.saved_q, c.saved_qd, c.result
+    if integration.throw:
+        q = result.error_if(q, result != RESULTS.successful)
+    stats = {"num_steps": c.steps, "num_events": c.log.count}
+    return Solution(
+        ts=ts, q=q, qd=qd, result=result, stats=stats, events=c.log, engaged=c.saved_engaged
+    )

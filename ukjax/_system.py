@@ -40,6 +40,9 @@ class System(eqx.Module):
       $A\ddot q = b$, stacked after the other two.
     - `nonideal_force(self, t, q, qd)` (optional): the vector $C$ that prescribes the
       virtual work $v^TC$ of non-ideal constraints (Udwadia 2004).
+    - `unilateral(self, t, q)` (optional): 1-D array $g(q, t)$ of unilateral constraints,
+      admissible where every $g_i \ge 0$ (contacts, obstacles, joint limits); how they act
+      is chosen by `simulate(..., contact=ukjax.Impact(...))` (see :mod:`ukjax._contact`).
 
     All methods take the time `t` as a scalar array and `q`, `qd` as (n,) arrays and must be
     written with `jax.numpy`. Unused optional methods return `None`.
@@ -99,6 +102,9 @@ class System(eqx.Module):
         return None
 
     def nonideal_force(self, t, q, qd) -> ArrayLike | None:
+        return None
+
+    def unilateral(self, t, q) -> ArrayLike | None:
         return None
 
 

@@ -13,6 +13,9 @@ from ._bajodah import (
 from ._bajodah import (
     NonholonomicParticle as NonholonomicParticle,
 )
+from ._contact_systems import BouncingBall as BouncingBall
+from ._contact_systems import DiscBar as DiscBar
+from ._contact_systems import ImpulsiveFourBar as ImpulsiveFourBar
 from ._duffing import DuffingOscillator as DuffingOscillator
 from ._linkages import FourBarLinkage as FourBarLinkage
 from ._particles import (

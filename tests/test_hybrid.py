@@ -1,0 +1,309 @@
+"""Hybrid dynamics: unilateral contacts, impacts, impulses (issue 13).
+
+References are independent of ukjax: closed forms (bouncing ball, particle leaving a
+cylinder, the compliant contact's linear ODE), a minimal-coordinate pendulum hitting a wall
+integrated by scipy with its own events, and a hand-written KKT impulse solve
+(tests/references.py).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ukjax
+from references import bouncing_ball_impacts, kkt_impulse, pendulum_wall_reference
+from ukjax.systems import BouncingBall, CartesianPendulum, ImpulsiveFourBar
+
+
+class CylinderParticle(ukjax.System):
+    """A particle on top of a fixed cylinder of radius R (unilateral: |q| >= R)."""
+
+    R: float = 1.0
+    g: float = 9.81
+
+    def num_coordinates(self):
+        return 2
+
+    def kinetic_energy(self, t, q, qd):
+        return 0.5 * qd @ qd
+
+    def potential_energy(self, t, q):
+        return self.g * q[1]
+
+    def unilateral(self, t, q):
+        return jnp.array([jnp.sqrt(q @ q) - self.R])
+
+
+class WallPendulum(CartesianPendulum):
+    """A Cartesian pendulum (bilateral rod) whose bob may not pass x = wall."""
+
+    wall: float = 0.5
+
+    def unilateral(self, t, q):
+        return jnp.array([self.wall - q[0]])
+
+
+@jax.jit
+def _drop(h0, e):
+    ts = jnp.linspace(0.0, 5.0, 51)
+    return ukjax.simulate(
+        BouncingBall(),
+        jnp.array([h0]),
+        jnp.zeros(1),
+        ts,
+        contact=ukjax.Impact(restitution=e),
+        throw=False,
+    )
+
+
+def test_bouncing_ball_impact_times_energy_and_zeno():
+    h0, e, g = 1.0, 0.8, 9.81
+    sol = _drop(h0, e)
+    assert sol.result == ukjax.RESULTS.successful
+    times, speeds, zeno = bouncing_ball_impacts(h0, e, g, 10)
+    ev = sol.events
+    np.testing.assert_allclose(ev.time[:10], times, rtol=0, atol=1e-11)
+    np.testing.assert_allclose(-ev.speed_before[:10], speeds, rtol=1e-10)
+    np.testing.assert_allclose(ev.speed_after[:10], e * speeds, rtol=1e-10)
+    assert np.all(np.asarray(ev.kind[: int(ev.count)]) == ukjax.EVENT_KINDS.index("impact"))
+    # Zeno: comes to rest (persistent contact) just before the Zeno time, not at max_steps;
+    # truncating at rebound speeds below v_tol shortens it by at most 2 v_tol / (g (1 - e)).
+    v_tol = ukjax.Impact().speed_tol(jnp.float64)
+    last = float(ev.time[int(ev.count) - 1])
+    assert zeno - 2 * v_tol / (g * (1 - e)) - 1e-9 < last <= zeno + 1e-9
+    assert bool(sol.engaged[-1, 0])
+    assert abs(float(sol.q[-1, 0])) < 1e-12 and abs(float(sol.qd[-1, 0])) < 1e-12
+    # between impacts the ball is in free flight: energy after the k-th impact is e^(2k) E0
+    E = 0.5 * sol.qd[:, 0] ** 2 + g * sol.q[:, 0]
+    k = np.searchsorted(np.asarray(ev.time[:10]), np.asarray(sol.ts), side="right")
+    early = k < 10
+    np.testing.assert_allclose(E[early], g * h0 * e ** (2 * k[early]), rtol=1e-10)
+    assert np.all(np.asarray(sol.q[:, 0]) > -1e-12)
+
+
+def test_elastic_ball_keeps_its_energy_and_batch_equals_single_runs():
+    h0s = jnp.linspace(0.5, 2.0, 8)
+    es = jnp.array([1.0, 0.9, 0.7, 0.5, 1.0, 0.8, 0.6, 0.3])
+    batch = jax.vmap(_drop)(h0s, es)
+    for i in range(8):
+        single = _drop(h0s[i], es[i])
+        np.testing.assert_array_equal(batch.events.count[i], single.events.count)
+        np.testing.assert_allclose(batch.q[i], single.q, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(batch.events.time[i], single.events.time, atol=1e-13)
+    elastic = batch.q[0, :, 0], batch.qd[0, :, 0]
+    E = 0.5 * elastic[1] ** 2 + 9.81 * elastic[0]
+    np.testing.assert_allclose(E, 9.81 * 0.5, rtol=1e-10)
+
+
+def test_bouncing_ball_in_float32_comes_to_rest():
+    # float32 as a float32 user runs it: x64 off (with x64 on, diffrax's event root find
+    # mixes a float64 literal into float32 events)
+    law = ukjax.Impact(restitution=0.8)
+    with jax.enable_x64(False):
+        ts = jnp.linspace(0.0, 5.0, 11, dtype=jnp.float32)
+        sol = ukjax.simulate(BouncingBall(), jnp.ones(1), jnp.zeros(1), ts, contact=law,
+                             throw=False)  # fmt: skip
+    assert sol.result == ukjax.RESULTS.successful and sol.q.dtype == jnp.float32
+    times, _, zeno = bouncing_ball_impacts(1.0, 0.8, 9.81, 5)
+    np.testing.assert_allclose(sol.events.time[:5], times, rtol=1e-4)  # 100 eps per event
+    v_tol = law.speed_tol(jnp.float32)
+    last = float(sol.events.time[int(sol.events.count) - 1])
+    assert zeno - 2 * v_tol / (9.81 * 0.2) - 1e-4 < last <= zeno + 1e-4
+    assert abs(float(sol.q[-1, 0])) < 1e-4 and float(sol.qd[-1, 0]) == 0.0
+
+
+def test_particle_leaves_a_cylinder_where_the_normal_force_vanishes():
+    # Starting on top with speed v0, the contact is persistent (compressive) until
+    # cos(theta) = (2/3)(1 + v0^2 / (2 g R)): the release event.
+    v0, R, g = 0.5, 1.0, 9.81
+    p = CylinderParticle(R=R, g=g)
+    law = ukjax.Impact(restitution=0.0)
+    ts = jnp.linspace(0.0, 1.5, 31)
+    sol = ukjax.simulate(p, jnp.array([0.0, R]), jnp.array([v0, 0.0]), ts, contact=law)
+    ev = sol.events
+    assert int(ev.count) == 1 and int(ev.kind[0]) == ukjax.EVENT_KINDS.index("release")
+    assert bool(sol.engaged[0, 0]) and not bool(sol.engaged[-1, 0])
+    t_rel = float(ev.time[0])
+    # the same shapes again (no new compilation), now ending at the release
+    at = ukjax.simulate(
+        p, jnp.array([0.0, R]), jnp.array([v0, 0.0]), jnp.linspace(0.0, t_rel, 31), contact=law
+    )
+    q = np.asarray(at.q[-1])
+    np.testing.assert_allclose(
+        q[1] / np.linalg.norm(q), (2 / 3) * (1 + v0**2 / (2 * g * R)), atol=1e-9
+    )
+    # while engaged the particle stays on the cylinder and the contact pushes
+    on = np.asarray(sol.engaged[:, 0])
+    r = np.linalg.norm(np.asarray(sol.q), axis=1)
+    np.testing.assert_allclose(r[on], R, atol=1e-10)
+    forces = jax.vmap(lambda t, q, qd, e: ukjax.contact_forces(p, t, q, qd, e, law)[2])(
+        sol.ts, sol.q, sol.qd, sol.engaged
+    )
+    assert np.all(np.asarray(forces)[on] > 0) and np.all(np.asarray(forces)[~on] == 0)
+
+
+def test_pendulum_into_a_wall_matches_minimal_coordinates_with_scipy_events():
+    L, g, wall, e = 1.0, 9.81, 0.5, 0.7
+    theta0 = -1.2
+    ts = np.linspace(0.0, 4.0, 81)
+    ref, impacts = pendulum_wall_reference(L, g, wall, e, theta0, 0.0, ts)
+    p = WallPendulum(length=L, g=g, wall=wall)
+    q0 = jnp.array([L * np.sin(theta0), -L * np.cos(theta0)])
+    sol = ukjax.simulate(p, q0, jnp.zeros(2), jnp.asarray(ts), contact=ukjax.Impact(e))
+    n = int(sol.events.count)
+    assert n == len(impacts) >= 3
+    np.testing.assert_allclose(sol.events.time[:n], impacts, atol=1e-9)
+    theta = np.arctan2(np.asarray(sol.q[:, 0]), -np.asarray(sol.q[:, 1]))
+    np.testing.assert_allclose(theta, ref[:, 0], atol=1e-8)
+    omega = (
+        np.asarray(sol.q[:, 0]) * np.asarray(sol.qd[:, 1])
+        - np.asarray(sol.q[:, 1]) * np.asarray(sol.qd[:, 0])
+    ) / L**2
+    np.testing.assert_allclose(omega, ref[:, 1], atol=1e-7)
+    np.testing.assert_allclose(np.sum(np.asarray(sol.q) ** 2, axis=1), L**2, atol=1e-9)
+
+
+def test_apply_impulse_matches_kkt_and_the_seed_table():
+    fb = ImpulsiveFourBar()
+    q = fb.configuration(0.0)
+    impulse = jnp.array([0.0, 1e6, 1e6])
+    qd = ukjax.apply_impulse(fb, 0.0, q, jnp.zeros(3), impulse)
+    J = np.asarray(ukjax.constraint_matrices(fb, 0.0, q, jnp.zeros(3))[0])
+    M = np.asarray(ukjax.mass_and_force(fb, 0.0, q, jnp.zeros(3))[0])
+    np.testing.assert_allclose(qd, kkt_impulse(M, J, np.zeros(3), np.asarray(impulse)), rtol=1e-10)
+    # Bajodah 2003, eqs 469-471 (printed to 4-5 digits; SEED_CASES [DER] values)
+    np.testing.assert_allclose(qd, [2.72496e4, -6020.71, 6846.37], rtol=2e-6)
+    np.testing.assert_allclose(0.5 * qd @ M @ qd, 0.5 * impulse @ qd, rtol=1e-11)
+    # from a moving state too, and with a redundant copy of a constraint
+    rng = np.random.default_rng(0)
+    qd0 = jnp.asarray(np.linalg.svd(J)[2][-1] * 3.0)  # a consistent velocity
+    kick = jnp.asarray(rng.normal(size=3))
+    after = ukjax.apply_impulse(fb, 0.0, q, qd0, kick)
+    np.testing.assert_allclose(
+        after, kkt_impulse(M, J, np.asarray(qd0), np.asarray(kick)), rtol=1e-10, atol=1e-12
+    )
+
+    class Redundant(ImpulsiveFourBar):
+        def holonomic(self, t, q):
+            phi = super().holonomic(t, q)
+            return jnp.concatenate([phi, 2.0 * phi[:1]])
+
+    again = ukjax.apply_impulse(Redundant(), 0.0, q, qd0, kick)
+    np.testing.assert_allclose(again, after, rtol=1e-9, atol=1e-12)
+
+
+def test_impulses_during_a_run_and_contact_errors():
+    pend = CartesianPendulum(length=1.0, g=9.81)
+    kicks = ukjax.Impulses(times=jnp.array([0.5]), values=jnp.array([[2.0, 5.0]]))
+    ts = jnp.linspace(0.0, 1.0, 11)
+    sol = ukjax.simulate(pend, jnp.array([0.0, -1.0]), jnp.zeros(2), ts, impulses=kicks)
+    assert int(sol.events.count) == 1 and float(sol.events.time[0]) == 0.5
+    np.testing.assert_allclose(sol.qd[5], [2.0, 0.0], atol=1e-12)  # radial part absorbed
+    np.testing.assert_allclose(sol.qd[4], [0.0, 0.0], atol=1e-12)
+    with pytest.raises(ValueError, match="declares no unilateral"):
+        ukjax.simulate(pend, jnp.array([0.0, -1.0]), jnp.zeros(2), ts, contact=ukjax.Impact())
+    with pytest.raises(ValueError, match="restitution"):
+        ukjax.Impact(restitution=1.5)
+    with pytest.raises(ValueError, match="dissipative"):
+        ukjax.HuntCrossley(damping=-1.0)
+    with pytest.raises(TypeError, match="contact law"):
+        ukjax.simulate(BouncingBall(), jnp.ones(1), jnp.zeros(1), ts, contact="impact")
+
+
+def test_initial_penetration_and_too_many_events_get_codes():
+    ts = jnp.linspace(0.0, 3.0, 4)
+    law = ukjax.Impact(restitution=0.9)
+    sol = ukjax.simulate(
+        BouncingBall(), jnp.array([-0.1]), jnp.zeros(1), ts, contact=law, throw=False, max_events=3
+    )
+    assert sol.result == ukjax.RESULTS.initial_penetration
+    assert np.all(np.isnan(np.asarray(sol.q)))
+    sol = ukjax.simulate(
+        BouncingBall(), jnp.array([1.0]), jnp.zeros(1), ts, contact=law, throw=False, max_events=3
+    )
+    assert sol.result == ukjax.RESULTS.max_events_reached
+    assert int(sol.events.count) == 3
+    t3 = float(sol.events.time[2])
+    saved = np.asarray(ts) <= t3
+    assert np.all(np.isfinite(np.asarray(sol.q)[saved]))  # the finished part is kept
+    assert np.isnan(float(sol.q[-1, 0]))  # after the 4th impact (t = 2.63 s): not computed
+    with pytest.raises(Exception, match="max_events"):
+        ukjax.simulate(
+            BouncingBall(), jnp.array([1.0]), jnp.zeros(1), ts, contact=law, max_events=3
+        )
+
+
+@pytest.mark.slow
+def test_compliant_contact_follows_its_linear_law_and_hunt_crossley_dissipates():
+    # ContactDynamics: once g < -delta, g'' + c g' + k g = 0 exactly (a linear ODE).
+    c, k, delta = 30.0, 200.0, 1e-3
+    law = ukjax.ContactDynamics(damping=c, stiffness=k, activation=delta)
+    ts = jnp.linspace(0.0, 0.8, 161)
+    sol = ukjax.simulate(BouncingBall(), jnp.array([0.2]), jnp.zeros(1), ts, contact=law)
+    t_on = float(sol.events.time[0])
+    assert ukjax.EVENT_KINDS[int(sol.events.kind[0])] == "engage"
+    v_on = -np.sqrt(2 * 9.81 * (0.2 + delta))
+    np.testing.assert_allclose(t_on, np.sqrt(2 * (0.2 + delta) / 9.81), atol=1e-10)
+    r = np.roots([1.0, c, k])  # two real or complex roots
+    on = (np.asarray(ts) > t_on) & np.asarray(sol.engaged[:, 0])
+    s = np.asarray(ts)[on] - t_on
+    coef = np.linalg.solve(np.array([[1, 1], r]), np.array([-delta, v_on], complex))
+    g_ref = np.real(coef[0] * np.exp(r[0] * s) + coef[1] * np.exp(r[1] * s))
+    np.testing.assert_allclose(np.asarray(sol.q[on, 0]), g_ref, atol=1e-9)
+    # Hunt-Crossley: velocity continuous (no impact event), penetration >= 0, energy lost
+    hc = ukjax.HuntCrossley(stiffness=1e4, damping=1e5, exponent=1.5)
+    sol = ukjax.simulate(
+        BouncingBall(), jnp.array([0.2]), jnp.zeros(1), ts, contact=hc, rtol=1e-10, atol=1e-10
+    )
+    kinds = [ukjax.EVENT_KINDS[int(x)] for x in sol.events.kind[: int(sol.events.count)]]
+    assert kinds[:2] == ["engage", "release"]
+    E = 0.5 * np.asarray(sol.qd[:, 0]) ** 2 + 9.81 * np.asarray(sol.q[:, 0])
+    after = np.asarray(ts) > float(sol.events.time[1])
+    assert np.all(E[after] < 9.81 * 0.2 - 1e-3)
+    assert np.max(np.abs(np.diff(np.asarray(sol.qd[:, 0])))) < 1.0
+
+
+@pytest.mark.slow
+def test_gradients_through_two_impacts_match_finite_differences():
+    ts = jnp.linspace(0.0, 1.5, 16)
+
+    def final(params):
+        h, e, g, v0 = params
+        sol = ukjax.simulate(
+            BouncingBall(g=g),
+            jnp.array([h]),
+            jnp.array([v0]),
+            ts,
+            contact=ukjax.Impact(restitution=e),
+        )
+        assert sol.events is not None
+        return sol.q[-1, 0] + 0.3 * sol.qd[-1, 0] + sol.events.time[1]
+
+    p = jnp.array([1.0, 0.8, 9.81, 0.3])
+    count = ukjax.simulate(
+        BouncingBall(),
+        jnp.array([1.0]),
+        jnp.array([0.3]),
+        ts,
+        contact=ukjax.Impact(restitution=0.8),
+    ).events.count
+    assert int(count) == 2
+    grad = jax.grad(final)(p)
+    assert np.all(np.isfinite(np.asarray(grad)))
+    f = jax.jit(final)
+    fd = [(f(p + d) - f(p - d)) / 2e-6 for d in 1e-6 * jnp.eye(4)]
+    np.testing.assert_allclose(grad, jnp.stack(fd), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.slow
+def test_a_batch_of_1024_drops_equals_the_loop_of_single_runs():
+    h0s = jnp.linspace(0.2, 3.0, 1024)
+    es = jnp.linspace(0.3, 0.95, 1024)
+    batch = jax.jit(jax.vmap(_drop))(h0s, es)
+    assert np.all(np.asarray(batch.result._value) == 0)
+    for i in range(0, 1024, 37):
+        single = _drop(h0s[i], es[i])
+        np.testing.assert_array_equal(batch.events.count[i], single.events.count)
+        np.testing.assert_allclose(batch.q[i], single.q, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(batch.events.time[i], single.events.time, atol=1e-12)
