@@ -49,6 +49,7 @@ def _public(module):
 CONTAINERS = {
     "ConstraintResiduals",
     "EventLog",
+    "Realisation",
     "Diagnostics",
     "FitResult",
     "Solution",

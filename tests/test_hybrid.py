@@ -82,6 +82,7 @@ def test_bouncing_ball_impact_times_energy_and_zeno():
     assert np.all(np.asarray(sol.q[:, 0]) > -1e-12)
 
 
+@pytest.mark.slow
 def test_elastic_ball_keeps_its_energy_and_batch_equals_single_runs():
     h0s = jnp.linspace(0.5, 2.0, 8)
     es = jnp.array([1.0, 0.9, 0.7, 0.5, 1.0, 0.8, 0.6, 0.3])
@@ -96,6 +97,7 @@ def test_elastic_ball_keeps_its_energy_and_batch_equals_single_runs():
     np.testing.assert_allclose(E, 9.81 * 0.5, rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_bouncing_ball_in_float32_comes_to_rest():
     # float32 as a float32 user runs it: x64 off (with x64 on, diffrax's event root find
     # mixes a float64 literal into float32 events)
@@ -113,6 +115,7 @@ def test_bouncing_ball_in_float32_comes_to_rest():
     assert abs(float(sol.q[-1, 0])) < 1e-4 and float(sol.qd[-1, 0]) == 0.0
 
 
+@pytest.mark.slow
 def test_particle_leaves_a_cylinder_where_the_normal_force_vanishes():
     # Starting on top with speed v0, the contact is persistent (compressive) until
     # cos(theta) = (2/3)(1 + v0^2 / (2 g R)): the release event.
@@ -211,6 +214,7 @@ def test_impulses_during_a_run_and_contact_errors():
         ukjax.simulate(BouncingBall(), jnp.ones(1), jnp.zeros(1), ts, contact="impact")
 
 
+@pytest.mark.slow
 def test_initial_penetration_and_too_many_events_get_codes():
     ts = jnp.linspace(0.0, 3.0, 4)
     law = ukjax.Impact(restitution=0.9)
@@ -307,3 +311,58 @@ def test_a_batch_of_1024_drops_equals_the_loop_of_single_runs():
         np.testing.assert_array_equal(batch.events.count[i], single.events.count)
         np.testing.assert_allclose(batch.q[i], single.q, rtol=0, atol=1e-12)
         np.testing.assert_allclose(batch.events.time[i], single.events.time, atol=1e-12)
+
+
+class Dumbbell(ukjax.System):
+    """Two unit point masses joined by a rigid massless rod of length 1 (q = [x1, y1, x2,
+    y2]), above the floor y = 0: two contacts."""
+
+    g: float = 9.81
+
+    def num_coordinates(self):
+        return 4
+
+    def kinetic_energy(self, t, q, qd):
+        return 0.5 * qd @ qd
+
+    def potential_energy(self, t, q):
+        return self.g * (q[1] + q[3])
+
+    def holonomic(self, t, q):
+        d = q[2:] - q[:2]
+        return jnp.array([d @ d - 1.0])
+
+    def unilateral(self, t, q):
+        return jnp.array([q[1], q[3]])
+
+
+@pytest.mark.slow
+def test_simultaneous_and_near_simultaneous_impacts():
+    law = ukjax.Impact(restitution=0.5)
+    ts = jnp.linspace(0.0, 0.5, 11)
+
+    def drop(tilt):
+        q0 = jnp.array([0.0, 1.0, jnp.cos(tilt), 1.0 + jnp.sin(tilt)])
+        return ukjax.simulate(Dumbbell(), q0, jnp.zeros(4), ts, contact=law, throw=False)
+
+    both = drop(0.0)  # flat: both ends land at once and bounce together, no rotation
+    ev = both.events
+    t_hit = np.sqrt(2.0 / 9.81)
+    assert int(ev.count) == 1 and abs(float(ev.time[0]) - t_hit) < 1e-10
+    after = np.asarray(ts) > t_hit
+    v_hit = 9.81 * t_hit
+    qd = np.asarray(both.qd)[after]
+    np.testing.assert_allclose(qd[:, 1], qd[:, 3], atol=1e-9)  # same vertical speed: no spin
+    np.testing.assert_allclose(qd[:, [0, 2]], 0.0, atol=1e-9)
+    t_after = np.asarray(ts)[after] - t_hit
+    np.testing.assert_allclose(both.qd[after][:, 1], 0.5 * v_hit - 9.81 * t_after, atol=1e-9)
+    # slightly tilted: the lower end first, then the other, in time order, no penetration
+    tilted = drop(1e-3)
+    ev = tilted.events
+    n = int(ev.count)
+    times = np.asarray(ev.time[:n])
+    assert n >= 2 and np.all(np.diff(times) > 0)
+    assert int(ev.contact[0]) == 0 and int(ev.contact[1]) == 1
+    assert float(jnp.min(tilted.q[:, [1, 3]])) > -1e-12
+    d = tilted.q[:, 2:] - tilted.q[:, :2]
+    np.testing.assert_allclose(jnp.sum(d**2, axis=1), 1.0, atol=1e-9)

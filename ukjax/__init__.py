@@ -12,6 +12,8 @@ The public API:
 - :func:`constraint_matrices`, :func:`mass_and_force`, :func:`acceleration`,
   :func:`energy`, :func:`kinetic_energy`: the model at one state.
 - :func:`simulate`, :class:`Solution`: integrate with diffrax.
+- Servo-constraint control: :class:`Servo`, :class:`ServoControlled`, :func:`controls`,
+  :func:`servo_history` (plants declare `System.actuators`).
 - Contact laws for unilateral constraints: :class:`Impact`, :class:`ContactDynamics`,
   :class:`HuntCrossley` (base :class:`AbstractContact`); :func:`contact_forces`, :class:`EventLog`,
   :data:`EVENT_KINDS`; impulses: :func:`apply_impulse`, :class:`Impulses`.
@@ -123,6 +125,10 @@ from ._residuals import (
     constraint_residuals as constraint_residuals,
 )
 from ._results import RESULTS as RESULTS
+from ._servo import Servo as Servo
+from ._servo import ServoControlled as ServoControlled
+from ._servo import controls as controls
+from ._servo import servo_history as servo_history
 from ._simulate import Solution as Solution
 from ._simulate import simulate as simulate
 from ._stabilization import (

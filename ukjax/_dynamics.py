@@ -11,7 +11,7 @@ from jaxtyping import Array, ArrayLike, Float
 from ._constraints import rows
 from ._stabilization import AbstractStabilization, NoStabilization, check_stabilization
 from ._system import System, as_time, check_state, floatify, overrides
-from ._uk import UKTerms, check_terms, uk_terms
+from ._uk import Failures, UKTerms, check_terms, failures, uk_terms
 from ._uk_solvers import AbstractUKSolver, CholeskyWithFallback, check_uk_solver
 
 
@@ -44,6 +44,15 @@ def mass_and_force(system: System, t, q, qd):
     q, qd = check_state(q, qd, system)
     t = as_time(t, q.dtype)
     n = q.shape[0]
+    direct = system.mass_and_force(t, q, qd)
+    if direct is not None:
+        M, Q = (jnp.asarray(x, q.dtype) for x in direct)
+        if M.shape != (n, n) or Q.shape != (n,):
+            raise ValueError(
+                f"{type(system).__name__}.mass_and_force must return M ({n}, {n}) and Q "
+                f"({n},); got {M.shape} and {Q.shape}."
+            )
+        return M, Q
     has_T = overrides(system, "kinetic_energy")
     if has_T and not overrides(system, "mass_matrix"):
         dT_dqd = lambda t_, q_, qd_: jax.grad(system.kinetic_energy, argnums=2)(t_, q_, qd_)
@@ -100,10 +109,12 @@ class UKInputs(eqx.Module):
 
 
 class Evaluation(eqx.Module):
-    """A UK evaluation at one state: its `inputs` and all its `terms`."""
+    """A UK evaluation at one state: its `inputs`, all its `terms`, and the system's own
+    `infeasibility` (None unless the system reports one, e.g. a servo realisation)."""
 
     inputs: UKInputs
     terms: UKTerms
+    infeasibility: jax.Array | None = None
 
     def checked_qdd(self, consistency_tol=None) -> jax.Array:
         """The acceleration, raising at run time if an input or the solve is bad."""
@@ -113,6 +124,13 @@ class Evaluation(eqx.Module):
             self.inputs.M,
             self.inputs.arrays(),
             consistency_tol=consistency_tol,
+            infeasibility=self.infeasibility,
+        )
+
+    def failures(self, consistency_tol=None) -> Failures:
+        """The checks of this evaluation (see :func:`ukjax._uk.failures`)."""
+        return failures(
+            self.terms, self.inputs.M, self.inputs.arrays(), consistency_tol, self.infeasibility
         )
 
 
@@ -129,7 +147,15 @@ def evaluate(
     A, b = rows(system, t, q, qd, stabilization)
     C = nonideal_force(system, t, q, qd)
     inputs = UKInputs(t, q, qd, M, Q, A, b, C)
-    return Evaluation(inputs, uk_terms(M, Q, A, b, C, uk_solver=uk_solver))
+    terms = uk_terms(M, Q, A, b, C, uk_solver=uk_solver)
+    return Evaluation(inputs, terms, system_infeasibility(system, t, q, qd))
+
+
+def system_infeasibility(system: System, t, q, qd) -> jax.Array | None:
+    """The system's own `infeasibility(t, q, qd)` as a scalar, or None."""
+    if not overrides(system, "infeasibility"):
+        return None
+    return jnp.asarray(system.infeasibility(t, q, qd), q.dtype)
 
 
 def acceleration(

@@ -22,7 +22,13 @@ import optimistix as optx
 
 from ._constraints import rows
 from ._contact import AbstractContact, Impact
-from ._dynamics import Evaluation, UKInputs, mass_and_force, nonideal_force
+from ._dynamics import (
+    Evaluation,
+    UKInputs,
+    mass_and_force,
+    nonideal_force,
+    system_infeasibility,
+)
 from ._errors import code_error_if
 from ._impulse import Impulses, impulse_jump, project_velocity, velocity_rows
 from ._initial import AbstractInitialConditions
@@ -31,7 +37,7 @@ from ._residuals import as_rows
 from ._results import RESULTS, promote
 from ._stabilization import AbstractStabilization, NoStabilization
 from ._system import System, as_time, check_state
-from ._uk import failures, uk_terms
+from ._uk import uk_terms
 from ._uk_solvers import AbstractUKSolver, CholeskyWithFallback
 
 
@@ -126,7 +132,8 @@ class HybridField(eqx.Module):
         A, b = jnp.concatenate([A, A_c]), jnp.concatenate([b, b_c])
         C = nonideal_force(system, t, q, qd)
         terms = uk_terms(M, Q, A, b, C, uk_solver=self.uk_solver)
-        return Evaluation(UKInputs(t, q, qd, M, Q, A, b, C), terms), cs, m_bilateral
+        inputs = UKInputs(t, q, qd, M, Q, A, b, C)
+        return Evaluation(inputs, terms, system_infeasibility(system, t, q, qd)), cs, m_bilateral
 
     def forces(self, ev: Evaluation, m_bilateral: int) -> jax.Array:
         """Contact multipliers (> 0 pushing): least-squares $A^T\\lambda = Q_c$."""
@@ -145,7 +152,7 @@ class HybridField(eqx.Module):
 
     def failed(self, t, y, engaged):
         ev, _, _ = self.evaluate(t, y, engaged)
-        return failures(ev.terms, ev.inputs.M, ev.inputs.arrays(), self.consistency_tol)
+        return ev.failures(self.consistency_tol)
 
 
 class _Carry(eqx.Module):

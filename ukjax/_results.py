@@ -34,6 +34,7 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
     - `max_steps_stiff`: the step limit was reached with many rejected steps (stiffness).
     - `initial_penetration`: a unilateral constraint $g_i \ge 0$ is violated at the start.
     - `max_events_reached`: a hybrid run needed more events than `max_events`.
+    - `servo_infeasible`: the actuators cannot realise a servo-constraint.
 
     `successful` is code 0. Compare with `==`, e.g. `sol.result == ukjax.RESULTS.successful`.
 
@@ -91,6 +92,13 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "restitution close to 1, raise Impact(persist_below=...) so that it comes to rest in "
         "fewer impacts."
     )
+    servo_infeasible = (
+        "ukjax: the servo-constraints cannot be realised by the actuators (S tau = z has no "
+        "solution: too few actuators for the servo, a singular configuration, or a target "
+        "the actuators cannot reach, e.g. removing kinetic energy when it is already zero). "
+        "Add actuators, change the servo-constraint or its gains, or stop the run before the "
+        "singular state."
+    )
 
 
 NAMES = (
@@ -117,6 +125,7 @@ NAMES = (
     "max_steps_explicit",
     "initial_penetration",
     "max_events_reached",
+    "servo_infeasible",
 )
 """The result codes by integer value (0 = successful), as stored by :func:`ukjax.sweep`."""
 

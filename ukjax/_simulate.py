@@ -22,7 +22,7 @@ from ._probe import probe_indexing
 from ._results import RESULTS, promote
 from ._stabilization import AbstractStabilization, check_stabilization
 from ._system import System, check_state, floatify
-from ._uk import Failures, failures
+from ._uk import Failures
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
 
 
@@ -69,8 +69,7 @@ class _VectorField(eqx.Module):
 
     def failures(self, t, y) -> Failures:
         """The UK checks at the state y (used by the event that stops a failed run)."""
-        ev = self.evaluate(t, y)
-        return failures(ev.terms, ev.inputs.M, ev.inputs.arrays(), self.consistency_tol)
+        return self.evaluate(t, y).failures(self.consistency_tol)
 
     def __call__(self, t, y, args):
         ev = self.evaluate(t, y)

@@ -43,6 +43,15 @@ class System(eqx.Module):
     - `unilateral(self, t, q)` (optional): 1-D array $g(q, t)$ of unilateral constraints,
       admissible where every $g_i \ge 0$ (contacts, obstacles, joint limits); how they act
       is chosen by `simulate(..., contact=ukjax.Impact(...))` (see :mod:`ukjax._contact`).
+    - `actuators(self, t, q)` (optional): (n, k) matrix $G$ of the generalized-force
+      directions of k control inputs $\tau$ (force $G\tau$); used by
+      :class:`ukjax.ServoControlled`.
+    - `mass_and_force(self, t, q, qd)` (optional, advanced): return $(M, Q)$ directly,
+      bypassing the energies and forces above (used by wrappers such as
+      :class:`ukjax.ServoControlled`).
+    - `infeasibility(self, t, q, qd)` (optional): a relative residual of something the
+      system must realise at each state (a servo-constraint); above the consistency
+      tolerance the run fails with `ukjax.RESULTS.servo_infeasible`.
 
     All methods take the time `t` as a scalar array and `q`, `qd` as (n,) arrays and must be
     written with `jax.numpy`. Unused optional methods return `None`.
@@ -105,6 +114,15 @@ class System(eqx.Module):
         return None
 
     def unilateral(self, t, q) -> ArrayLike | None:
+        return None
+
+    def actuators(self, t, q) -> ArrayLike | None:
+        return None
+
+    def mass_and_force(self, t, q, qd) -> tuple[ArrayLike, ArrayLike] | None:
+        return None
+
+    def infeasibility(self, t, q, qd) -> ArrayLike | None:
         return None
 
 

@@ -149,6 +149,8 @@ class Failures(NamedTuple):
     min_diagonal: jax.Array
     relative_residual: jax.Array
     tolerance: jax.Array
+    infeasible: jax.Array | bool = False  # a servo-constraint the actuators cannot realise
+    infeasibility: jax.Array | float = 0.0
 
     def code(self) -> RESULTS:
         """The result code of the first failing check (`successful` if none)."""
@@ -156,15 +158,18 @@ class Failures(NamedTuple):
             (self.nonfinite, RESULTS.nonfinite_state),
             (self.not_spd, RESULTS.mass_matrix_not_spd),
             (self.inconsistent, RESULTS.inconsistent_constraints),
+            (self.infeasible, RESULTS.servo_infeasible),
         )
 
     def any(self) -> jax.Array:
-        return self.nonfinite | self.not_spd | self.inconsistent
+        return self.nonfinite | self.not_spd | self.inconsistent | self.infeasible
 
 
-def failures(terms: UKTerms, M, inputs, consistency_tol=None) -> Failures:
+def failures(terms: UKTerms, M, inputs, consistency_tol=None, infeasibility=None) -> Failures:
     """The checks of one UK evaluation: non-finite inputs, a mass matrix that is not SPD,
-    constraints whose right-hand side is outside the range of $A$."""
+    constraints whose right-hand side is outside the range of $A$, and (when the system
+    reports one, e.g. :class:`ukjax.ServoControlled`) the relative residual of a
+    realisation by actuators above the same tolerance."""
     dtype = terms.qdd.dtype
     tol = default_consistency_tol(dtype) if consistency_tol is None else consistency_tol
     nonfinite = ~jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in inputs]))
@@ -172,6 +177,8 @@ def failures(terms: UKTerms, M, inputs, consistency_tol=None) -> Failures:
     asym = jnp.max(jnp.abs(M - M.T)) / jnp.maximum(jnp.max(jnp.abs(M)), tiny)
     not_spd = (asym > 1e3 * jnp.finfo(dtype).eps) | ~terms.spd_ok
     inconsistent = terms.inconsistency > tol
+    ok = ~nonfinite & ~not_spd & ~inconsistent
+    infeasible = False if infeasibility is None else (infeasibility > tol) & ok
     return Failures(
         nonfinite,
         not_spd & ~nonfinite,
@@ -180,13 +187,16 @@ def failures(terms: UKTerms, M, inputs, consistency_tol=None) -> Failures:
         jnp.min(jnp.diagonal(M)),
         terms.inconsistency,
         jnp.asarray(tol, dtype),
+        infeasible,
+        jnp.asarray(0.0 if infeasibility is None else infeasibility, dtype),
     )
 
 
-def check_terms(x, terms: UKTerms, M, inputs, *, consistency_tol=None):
-    """Return ``x``; raise (inside jit too) on a non-SPD mass matrix, non-finite values or
-    inconsistent constraints. ``inputs``: the arrays that went into the equation."""
-    f = failures(terms, M, inputs, consistency_tol)
+def check_terms(x, terms: UKTerms, M, inputs, *, consistency_tol=None, infeasibility=None):
+    """Return ``x``; raise (inside jit too) on a non-SPD mass matrix, non-finite values,
+    inconsistent constraints or an infeasible servo. ``inputs``: the arrays that went into
+    the equation."""
+    f = failures(terms, M, inputs, consistency_tol, infeasibility)
     x = error_if(x, f.nonfinite, message(RESULTS.nonfinite_state))
     x = error_if(
         x,
@@ -195,11 +205,20 @@ def check_terms(x, terms: UKTerms, M, inputs, *, consistency_tol=None):
         smallest_diagonal_entry_of_M=f.min_diagonal,
         relative_asymmetry=f.relative_asymmetry,
     )
-    return error_if(
+    x = error_if(
         x,
         f.inconsistent,
         message(RESULTS.inconsistent_constraints),
         relative_residual=f.relative_residual,
+        tolerance=f.tolerance,
+    )
+    if infeasibility is None:
+        return x
+    return error_if(
+        x,
+        f.infeasible,
+        message(RESULTS.servo_infeasible),
+        relative_servo_residual=f.infeasibility,
         tolerance=f.tolerance,
     )
 

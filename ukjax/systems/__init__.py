@@ -1,6 +1,8 @@
 """Ready-made systems from the literature (parameters as fields, the papers' values as
 defaults; see the references in :mod:`ukjax`)."""
 
+from ._actuated import CartPendulum as CartPendulum
+from ._actuated import TwoLinkArm as TwoLinkArm
 from ._appell_hamel import (
     AppellHamelWheel as AppellHamelWheel,
 )
