@@ -231,12 +231,16 @@ class HybridIntegration(eqx.Module):
         t_end = jnp.where(c.done, c.t, jnp.minimum(t_final, t_imp))
         values0 = self.field.event_values(c.t, (c.q, c.qd), c.engaged)
         offset = _offset(values0)
-        saveat = diffrax.SaveAt(
-            subs=[diffrax.SubSaveAt(ts=jnp.clip(ts, c.t, t_end)), diffrax.SubSaveAt(t1=True)]
+        stab, system = self.field.stabilization, self.field.system
+        fn = stab.save_fn(system)
+        clipped = jnp.clip(ts, c.t, t_end)
+        saves = (
+            diffrax.SubSaveAt(ts=clipped) if fn is None else diffrax.SubSaveAt(ts=clipped, fn=fn)
         )
+        saveat = diffrax.SaveAt(subs=[saves, diffrax.SubSaveAt(t1=True)])
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(self.field),
-            self.solver,
+            stab.wrap_solver(self.solver, system),
             t0=c.t,
             t1=t_end,
             dt0=self.dt0,
