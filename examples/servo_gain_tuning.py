@@ -4,9 +4,11 @@ plants (issue 15): a cart with a pendulum tracks x_d(t) = 0.5 sin(2t) with its o
 sigma'' + 2 alpha sigma' + beta^2 sigma = 0), while the pendulum mass and length are only
 known to +-30 %.
 
-The cost, averaged over 16 plants drawn from that range (vmap), weighs the tracking error,
+The cost, averaged over 8 plants drawn from that range (vmap), weighs the tracking error,
 the pendulum swing and the control effort; jax.grad goes through ukjax.simulate and the UK
-realisation at every step, and optax.adam moves (log alpha, log beta). The literature tunes
+realisation at every step, and optax.lbfgs moves (log alpha, log beta) until the gradient
+vanishes. (The servo makes the cart's error dynamics exact for every plant; the plants
+differ in how much the pendulum swings and how much force it takes.) The literature tunes
 such gains by serial sweeps; here one batched gradient per step does it.
 
     python examples/servo_gain_tuning.py [--quick] [--out DIR]
@@ -35,7 +37,7 @@ class CartTrack(ukjax.Servo):
         return jnp.array([q[0] - self.a * jnp.sin(self.w * t)])
 
 
-TS = jnp.linspace(0.0, 4.0, 81)
+TS = jnp.linspace(0.0, 3.0, 61)
 
 
 def run(log_gains, mass, length):
@@ -43,9 +45,14 @@ def run(log_gains, mass, length):
     plant = CartPendulum(mass=mass, length=length)
     ctrl = ukjax.ServoControlled(plant, CartTrack(gains=ukjax.Baumgarte(alpha, beta)))
     sol = ukjax.simulate(
-        ctrl, jnp.array([0.3, 0.0]), jnp.zeros(2), TS,
-        solver=diffrax.Tsit5(), stepsize_controller=diffrax.ConstantStepSize(), dt0=0.01,
-    )  # fmt: skip
+        ctrl,
+        jnp.array([0.3, 0.0]),
+        jnp.zeros(2),
+        TS,
+        solver=diffrax.Tsit5(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        dt0=0.02,
+    )
     tau, err = ukjax.servo_history(ctrl, sol)
     return sol, tau, err
 
@@ -59,37 +66,50 @@ def cost(log_gains, masses, lengths):
 
 
 def main():
-    args = example_args(__doc__, quick_help="8 optimisation steps instead of 40")
-    steps = 8 if args.quick else 40
+    args = example_args(__doc__, quick_help="3 optimisation steps instead of up to 30")
+    steps = 3 if args.quick else 30
     key_m, key_l = jax.random.split(jax.random.PRNGKey(0))
-    masses = 0.5 * jax.random.uniform(key_m, (16,), minval=0.7, maxval=1.3)
-    lengths = 1.0 * jax.random.uniform(key_l, (16,), minval=0.7, maxval=1.3)
+    masses = 0.5 * jax.random.uniform(key_m, (8,), minval=0.7, maxval=1.3)
+    lengths = 1.0 * jax.random.uniform(key_l, (8,), minval=0.7, maxval=1.3)
     params = jnp.log(jnp.array([0.5, 0.5]))  # a sluggish start
-    opt = optax.adam(0.1)
+    objective = lambda p: cost(p, masses, lengths)
+    value_and_grad = optax.value_and_grad_from_state(objective)
+    opt = optax.lbfgs()
+
+    @eqx.filter_jit  # one compilation: the step with its line search
+    def step(params, state):
+        loss, g = value_and_grad(params, state=state)
+        updates, state = opt.update(g, state, params, value=loss, grad=g, value_fn=objective)
+        return optax.apply_updates(params, updates), state, loss, g
+
     state = opt.init(params)
-    value_and_grad = eqx.filter_jit(jax.value_and_grad(cost))
     t0 = time.perf_counter()
-    losses = []
+    losses, grad_norm = [], float("inf")
     for i in range(steps):
-        loss, g = value_and_grad(params, masses, lengths)
-        updates, state = opt.update(g, state)
-        params = optax.apply_updates(params, updates)
+        params, state, loss, g = step(params, state)
         losses.append(float(loss))
+        grad_norm = float(jnp.linalg.norm(g))
         if i == 0:
             print(f"first step (compile + run): {time.perf_counter() - t0:.1f} s")
-        print(f"step {i:2d}: cost {float(loss):.5f}, alpha = {float(jnp.exp(params[0])):.3f}, "
-              f"beta = {float(jnp.exp(params[1])):.3f}")  # fmt: skip
-    final = float(cost(params, masses, lengths))
-    print(f"cost {losses[0]:.5f} -> {final:.5f} in {steps} steps "
-          f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip
-    assert final < 0.5 * losses[0]
+        print(
+            f"step {i:2d}: cost {float(loss):.6f}, |grad| {grad_norm:.1e}, alpha = "
+            f"{float(jnp.exp(params[0])):.4f}, beta = {float(jnp.exp(params[1])):.4f}"
+        )
+        if grad_norm < 1e-6:
+            break
+    final = float(eqx.filter_jit(objective)(params))
+    print(
+        f"cost {losses[0]:.5f} -> {final:.6f} in {len(losses)} L-BFGS steps "
+        f"({time.perf_counter() - t0:.1f} s), final |grad| {grad_norm:.1e}"
+    )
+    assert final < 0.6 * losses[0]
 
     fig, ax = plt.subplots(1, 3, figsize=(15, 4))
     ax[0].semilogy(losses + [final], "o-")
-    ax[0].set(xlabel="adam step", ylabel="batch cost", title="robust gain tuning")
+    ax[0].set(xlabel="L-BFGS step", ylabel="batch cost", title="robust gain tuning")
     t = np.asarray(TS)
     for lg, label in ((jnp.log(jnp.array([0.5, 0.5])), "initial gains"), (params, "tuned")):
-        for m, l in zip(masses[:4], lengths[:4]):
+        for m, l in zip(masses[:3], lengths[:3]):
             _, _, err = run(lg, m, l)
             ax[1].plot(t, np.asarray(err[:, 0]), "-" if label == "tuned" else ":", lw=0.8)
     ax[1].set(xlabel="t (s)", ylabel="x - x_d (m)", title="tracking error (dotted: initial)")
