@@ -232,6 +232,8 @@ def test_initial_penetration_and_too_many_events_get_codes():
     saved = np.asarray(ts) <= t3
     assert np.all(np.isfinite(np.asarray(sol.q)[saved]))  # the finished part is kept
     assert np.isnan(float(sol.q[-1, 0]))  # after the 4th impact (t = 2.63 s): not computed
+    with pytest.raises(ValueError, match="starts inside an obstacle"):
+        ukjax.simulate(BouncingBall(), jnp.array([-0.1]), jnp.zeros(1), ts, contact=law)
     with pytest.raises(Exception, match="max_events"):
         ukjax.simulate(
             BouncingBall(), jnp.array([1.0]), jnp.zeros(1), ts, contact=law, max_events=3

@@ -325,6 +325,8 @@ def simulate(
     )
     hybrid = _hybrid_integration(field, q0, ts, contact, impulses, max_events, settings)
     if hybrid is not None:
+        if throw and _is_concrete(system, q0, ts):
+            _refuse_penetration(hybrid, ts[0], q0)
         return _integrate_hybrid(hybrid, q0, qd0, ts)
     integration = _Integration(
         field=field,
@@ -377,6 +379,21 @@ def _hybrid_integration(
         num_contacts=0 if out is None else out.shape[0],
         **settings,
     )
+
+
+def _refuse_penetration(hybrid: HybridIntegration, t0, q0) -> None:
+    """A plain ValueError (throw=True, concrete inputs) for a rigid contact violated at t0."""
+    law, system = hybrid.field.contact, hybrid.field.system
+    if not isinstance(law, Impact) or not hybrid.num_contacts:
+        return
+    g = np.asarray(system.unilateral(t0, q0))
+    bad = np.flatnonzero(g < -law.gap_tol(q0.dtype))
+    if bad.size:
+        raise ValueError(
+            f"The initial state violates unilateral constraint(s) {bad.tolist()} of "
+            f"{type(system).__name__}: g = {g[bad].tolist()} < 0 (the system starts inside an "
+            "obstacle). Move q0 to the admissible side g >= 0."
+        )
 
 
 @eqx.filter_jit
