@@ -51,7 +51,8 @@ def main():
     qd0 = jnp.array([u1, u2 / (r0 * np.sin(phi0)), -phi0 * u1 / r0])  # u3 = phi0 u1
     ts = jnp.linspace(0.0, 10.0, 1001)
     sol = ukjax.simulate(ctrl, q0, qd0, ts)
-    tau, sigma = ukjax.servo_history(ctrl, sol)
+    history = ukjax.servo_history(ctrl, sol)
+    tau, sigma = history.tau, history.error
     s0, sd0 = th0 - 1.0, float(qd0[1])
     t = np.asarray(ts)
     closed = (s0 + (sd0 + s0) * t) * np.exp(-t)

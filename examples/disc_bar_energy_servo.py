@@ -71,7 +71,7 @@ def main():
     for name, y in (("y = 0", None), ("y = 0.3 (sin t, cos t)", Wiggle())):
         ctrl = ukjax.ServoControlled(plant, servo, null_control=y)
         sol = ukjax.simulate(ctrl, q0, qd0, ts)
-        tau, sigma = ukjax.servo_history(ctrl, sol)
+        tau = ukjax.servo_history(ctrl, sol).tau
         E = np.asarray(jax.vmap(lambda q, qd: seed_energy(plant, q, qd))(sol.q, sol.qd))
         runs[name] = (sol, np.asarray(tau), E)
         err = float(np.abs(E - closed).max())

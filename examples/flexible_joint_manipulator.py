@@ -17,6 +17,8 @@ input.) With P = 0.4 (any P <= 2 / ln 90 = 0.44 meets the paper's "|beta| < 0.01
     python examples/flexible_joint_manipulator.py [--quick] [--out DIR]
 """
 
+import os
+
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
@@ -77,7 +79,8 @@ def main():
     ts = jnp.linspace(0.0, 5.0, 501)
     qd0 = jnp.array([1.0, -0.1, 0.0, 0.0])
     sol = ukjax.simulate(ctrl, jnp.zeros(4), qd0, ts)
-    tau, beta = ukjax.servo_history(ctrl, sol)
+    history = ukjax.servo_history(ctrl, sol)
+    tau, beta = history.tau, history.error
     t = np.asarray(ts)
     closed = 0.9 * np.exp(-t / P)
     err = float(np.abs(np.asarray(beta[:, 0]) - closed).max())
@@ -98,6 +101,7 @@ def main():
     ax[2].set(xlabel="t (s)", ylabel="N m", title="UK control input")
     ax[2].legend()
     save_figure(fig, args, "flexible_joint_manipulator.png")
+    history.plot(os.path.join(args.out, "flexible_joint_servo_history.png"))  # the quick look
 
 
 if __name__ == "__main__":

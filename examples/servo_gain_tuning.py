@@ -53,7 +53,8 @@ def run(log_gains, mass, length):
         stepsize_controller=diffrax.ConstantStepSize(),
         dt0=0.02,
     )
-    tau, err = ukjax.servo_history(ctrl, sol)
+    history = ukjax.servo_history(ctrl, sol)
+    tau, err = history.tau, history.error
     return sol, tau, err
 
 

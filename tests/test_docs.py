@@ -50,6 +50,7 @@ CONTAINERS = {
     "ConstraintResiduals",
     "EventLog",
     "Realisation",
+    "ServoHistory",
     "Diagnostics",
     "FitResult",
     "Solution",

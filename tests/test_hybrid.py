@@ -146,6 +146,7 @@ def test_particle_leaves_a_cylinder_where_the_normal_force_vanishes():
     assert np.all(np.asarray(forces)[on] > 0) and np.all(np.asarray(forces)[~on] == 0)
 
 
+@pytest.mark.slow
 def test_pendulum_into_a_wall_matches_minimal_coordinates_with_scipy_events():
     L, g, wall, e = 1.0, 9.81, 0.5, 0.7
     theta0 = -1.2

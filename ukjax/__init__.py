@@ -127,6 +127,7 @@ from ._residuals import (
 from ._results import RESULTS as RESULTS
 from ._servo import Servo as Servo
 from ._servo import ServoControlled as ServoControlled
+from ._servo import ServoHistory as ServoHistory
 from ._servo import controls as controls
 from ._servo import servo_history as servo_history
 from ._simulate import Solution as Solution

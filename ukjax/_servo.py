@@ -32,6 +32,7 @@ drive $\dot\tau$): see `examples/spacecraft_kinetic_energy_decay.py`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -272,9 +273,46 @@ def _controls(controlled, t, q, qd):
     return controlled.realisation(t, q, qd).tau
 
 
-def servo_history(controlled: ServoControlled, solution) -> tuple[jax.Array, jax.Array]:
+class ServoHistory(NamedTuple):
+    """The controls and servo errors along a solution (from :func:`servo_history`):
+    `ts` (T,), `tau` (T, k), `error` (T, m_s). Unpacks as `tau, error = ...[1:]` or by name."""
+
+    ts: jax.Array
+    tau: jax.Array
+    error: jax.Array
+
+    def plot(self, path: str | None = None):
+        """Two panels: the inputs tau(t) and |servo error| (log scale). Returns the
+        matplotlib figure; saves it to `path` when given (needs matplotlib)."""
+        import matplotlib
+
+        if path is not None:
+            matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import numpy as np
+
+        ts = np.asarray(self.ts)
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        tau = np.asarray(self.tau)
+        for k in range(tau.shape[-1]):
+            axes[0].plot(ts, tau[:, k], label=f"tau[{k}]")
+        axes[0].set(xlabel="t", title="actuator inputs")
+        axes[0].legend()
+        err = np.abs(np.asarray(self.error))
+        for k in range(err.shape[-1]):
+            axes[1].semilogy(ts, np.maximum(err[:, k], 1e-18), label=f"|sigma[{k}]|")
+        axes[1].set(xlabel="t", title="servo-constraint error")
+        axes[1].legend()
+        fig.tight_layout()
+        if path is not None:
+            fig.savefig(path, dpi=110)
+        return fig
+
+
+def servo_history(controlled: ServoControlled, solution) -> ServoHistory:
     r"""Along a :class:`ukjax.Solution`: the inputs $\tau(t)$ (T, k) and the servo-constraint
-    values $\sigma(t)$ (T, m_s) (holonomic values, then nonholonomic), for plots and checks.
+    values $\sigma(t)$ (T, m_s) (holonomic values, then nonholonomic), as a
+    :class:`ServoHistory` with `.plot(path)`.
 
     Example:
         >>> import jax, jax.numpy as jnp, ukjax
@@ -288,8 +326,8 @@ def servo_history(controlled: ServoControlled, solution) -> tuple[jax.Array, jax
         ...         return q - 0.5
         >>> arm = ukjax.ServoControlled(Motor(), Hold(gains=ukjax.Baumgarte(2.0, 2.0)))
         >>> sol = ukjax.simulate(arm, jnp.array([0.2]), jnp.zeros(1), jnp.linspace(0, 6, 4))
-        >>> tau, err = ukjax.servo_history(arm, sol)
-        >>> abs(float(err[-1, 0])) < 0.01     # (1 + 2t) e^{-2t} of 0.3 at t = 6
+        >>> history = ukjax.servo_history(arm, sol)
+        >>> abs(float(history.error[-1, 0])) < 0.01     # (1 + 2t) e^{-2t} of 0.3 at t = 6
         True
     """
     servo = _ServoRows(controlled.servo)
@@ -302,4 +340,5 @@ def servo_history(controlled: ServoControlled, solution) -> tuple[jax.Array, jax
             parts.append(jnp.atleast_1d(jnp.asarray(servo.nonholonomic(t, q, qd), q.dtype)))
         return controlled.realisation(t, q, qd).tau, jnp.concatenate(parts)
 
-    return jax.vmap(one)(solution.ts, solution.q, solution.qd)
+    tau, error = jax.vmap(one)(solution.ts, solution.q, solution.qd)
+    return ServoHistory(solution.ts, tau, error)
