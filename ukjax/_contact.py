@@ -59,7 +59,12 @@ class AbstractContact(eqx.Module):
         the contact multipliers (> 0 pushing), or None when `uses_force` is false."""
 
     def initial_mode(self, g, gd) -> jax.Array:
-        """Per contact: engaged at the start? (Impact decides with the force, elsewhere.)"""
+        """Per contact: engaged at the start? (For an impulsive law, the candidates; those
+        whose force would pull are then left free.)"""
+        return jnp.zeros(g.shape, bool)
+
+    def penetrating(self, g) -> jax.Array:
+        """Per contact: does `g` violate the law at the start (a refused initial state)?"""
         return jnp.zeros(g.shape, bool)
 
 
@@ -129,6 +134,13 @@ class Impact(AbstractContact):
         """`simultaneity`, or its default for `dtype`."""
         eps = float(jnp.finfo(dtype).eps)
         return eps**0.5 if self.simultaneity is None else self.simultaneity
+
+    def initial_mode(self, g, gd):
+        gap, speed = self.gap_tol(g.dtype), self.speed_tol(g.dtype)
+        return (jnp.abs(g) <= gap) & (jnp.abs(gd) <= speed)
+
+    def penetrating(self, g):
+        return g < -self.gap_tol(g.dtype)
 
     def persists(self, gd_plus: jax.Array) -> jax.Array:
         return jnp.abs(gd_plus) <= self.speed_tol(gd_plus.dtype)

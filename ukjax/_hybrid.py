@@ -33,7 +33,7 @@ from ._errors import code_error_if
 from ._impulse import Impulses, impulse_jump, project_velocity, velocity_rows
 from ._initial import AbstractInitialConditions
 from ._linalg import pinv_solve
-from ._residuals import as_rows
+from ._residuals import as_rows, second_along_motion
 from ._results import RESULTS, promote
 from ._stabilization import AbstractStabilization, NoStabilization
 from ._system import System, as_time, check_state
@@ -101,9 +101,7 @@ def contact_state(system: System, t, q, qd) -> ContactState:
         empty = jnp.zeros((0,), q.dtype)
         return ContactState(empty, empty, jnp.zeros((0, q.shape[0]), q.dtype), empty)
     f = lambda t_, q_: as_rows(system.unilateral(t_, q_), "unilateral", system, q.dtype)
-    one, s0 = jnp.ones((), q.dtype), jnp.zeros((), q.dtype)
-    along = lambda s: jax.jvp(lambda u: f(t + u, q + u * qd), (s,), (one,))
-    (g, gd), (_, gdd0) = jax.jvp(along, (s0,), (one,))
+    g, gd, gdd0 = second_along_motion(f, t, q, qd)
     G = jax.jacfwd(lambda x: f(t, x))(q)
     return ContactState(g, gd, G, gdd0)
 
@@ -369,15 +367,10 @@ class HybridIntegration(eqx.Module):
     # ---- the run ------------------------------------------------------------------------------
     def initial_mode(self, t, q, qd):
         law, cs = self.field.contact, contact_state(self.field.system, t, q, qd)
-        if isinstance(law, Impact):
-            gap, speed = law.gap_tol(q.dtype), law.speed_tol(q.dtype)
-            resting = (jnp.abs(cs.g) <= gap) & (jnp.abs(cs.gd) <= speed)
-            engaged = self._drop_pulling(t, q, qd, resting)
-            penetrating = cs.g < -gap
-        else:
-            engaged = law.initial_mode(cs.g, cs.gd)
-            penetrating = jnp.zeros_like(engaged)
-        return engaged, jnp.any(penetrating), jnp.min(cs.g, initial=jnp.inf)
+        engaged = law.initial_mode(cs.g, cs.gd)
+        if law.impulsive:  # a resting rigid contact is engaged only if it pushes
+            engaged = self._drop_pulling(t, q, qd, engaged)
+        return engaged, jnp.any(law.penetrating(cs.g)), jnp.min(cs.g, initial=jnp.inf)
 
     def __call__(self, q0, qd0, ts):
         system = self.field.system

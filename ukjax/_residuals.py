@@ -54,25 +54,31 @@ def psi(system: System, t, q, qd) -> jax.Array:
     return as_rows(system.nonholonomic(t, q, qd), "nonholonomic", system, q.dtype)
 
 
-def _along_motion(system: System, t, q, qd):
-    """s -> (phi, d phi/ds) along the straight line (t + s, q + s qd)."""
+def _along_motion(f, t, q, qd):
+    """s -> (f, d f/ds) along the straight line (t + s, q + s qd), for f(t, q)."""
     one = jnp.ones((), q.dtype)
-    line = lambda s: phi(system, t + s, q + s * qd)
+    line = lambda s: f(t + s, q + s * qd)
     return lambda s: jax.jvp(line, (s,), (one,))
+
+
+def second_along_motion(f, t, q, qd) -> tuple[jax.Array, jax.Array, jax.Array]:
+    r"""$(f, \dot f, \ddot f|_{\ddot q = 0})$ of a position-level function $f(t, q)$, by
+    nested `jvp` along $s \mapsto (t + s, q + s\dot q)$: the last is $f_{tt} + 2f_{qt}\dot q
+    + \dot q^Tf_{qq}\dot q$, the part of $\ddot f$ that does not depend on $\ddot q$."""
+    one, s0 = jnp.ones((), q.dtype), jnp.zeros((), q.dtype)
+    (f0, fd0), (_, fdd) = jax.jvp(_along_motion(f, t, q, qd), (s0,), (one,))
+    return f0, fd0, fdd
 
 
 def phi_rate(system: System, t, q, qd) -> tuple[jax.Array, jax.Array]:
     r"""$(\varphi, \dot\varphi)$ with $\dot\varphi = \varphi_q\dot q + \varphi_t$."""
-    return _along_motion(system, t, q, qd)(jnp.zeros((), q.dtype))
+    f = lambda t_, q_: phi(system, t_, q_)
+    return _along_motion(f, t, q, qd)(jnp.zeros((), q.dtype))
 
 
 def phi_second(system: System, t, q, qd) -> tuple[jax.Array, jax.Array, jax.Array]:
-    r"""$(\varphi, \dot\varphi, \ddot\varphi|_{\ddot q = 0})$ by nested `jvp` along
-    $s \mapsto (t + s, q + s\dot q)$: the last is $\varphi_{tt} + 2\varphi_{qt}\dot q +
-    \dot q^T\varphi_{qq}\dot q$, the part of $\ddot\varphi$ that does not depend on $\ddot q$."""
-    one, s0 = jnp.ones((), q.dtype), jnp.zeros((), q.dtype)
-    (phi0, phid0), (_, phidd) = jax.jvp(_along_motion(system, t, q, qd), (s0,), (one,))
-    return phi0, phid0, phidd
+    r"""$(\varphi, \dot\varphi, \ddot\varphi|_{\ddot q = 0})$ (:func:`second_along_motion`)."""
+    return second_along_motion(lambda t_, q_: phi(system, t_, q_), t, q, qd)
 
 
 def velocity_level(system: System, t, q, qd) -> jax.Array:

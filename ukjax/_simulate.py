@@ -384,10 +384,11 @@ def _hybrid_integration(
 def _refuse_penetration(hybrid: HybridIntegration, t0, q0) -> None:
     """A plain ValueError (throw=True, concrete inputs) for a rigid contact violated at t0."""
     law, system = hybrid.field.contact, hybrid.field.system
-    if not isinstance(law, Impact) or not hybrid.num_contacts:
+    if not hybrid.num_contacts:
         return
-    g = np.asarray(system.unilateral(t0, q0))
-    bad = np.flatnonzero(g < -law.gap_tol(q0.dtype))
+    g = jnp.asarray(system.unilateral(t0, q0), q0.dtype)
+    bad = np.flatnonzero(np.asarray(law.penetrating(g)))
+    g = np.asarray(g)
     if bad.size:
         raise ValueError(
             f"The initial state violates unilateral constraint(s) {bad.tolist()} of "
