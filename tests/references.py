@@ -191,3 +191,99 @@ def kkt_impulse(M, J, qd, impulse):
     n, m = M.shape[0], J.shape[0]
     K = np.block([[M, J.T], [J, np.zeros((m, m))]])
     return np.linalg.solve(K, np.concatenate([M @ qd + impulse, J @ qd]))[:n]
+
+
+def two_block_friction_reference(p, ts):
+    """Two blocks on a rough table (Bajodah 2003, Ex. 5.3) with exact Coulomb stick-slip,
+    integrated by scipy DOP853 (rtol = atol = 1e-12) with its own event location.
+
+    `p`: dict with m1, m2, k1, k2, amplitude, omega, mu_s, mu_k, g. State (x1, x2, u1, u2);
+    each block is stuck (s = 0) or slides with direction s = +-1. Net applied forces
+    F1 = -k1 x1 + k2 (x2 - x1), F2 = A sin(w t) - k2 (x2 - x1); sliding, m u' = F - mu_k m g s;
+    stuck, u = 0 while |F| <= mu_s m g. A slide ends where u crosses zero: the block sticks
+    if |F| <= mu_s m g there, else slides along F. Returns (states at ts (T, 4), events as
+    a list of (time, block, 'stick' | 'slip'))."""
+    from scipy.integrate import solve_ivp
+
+    m = np.array([p["m1"], p["m2"]])
+    cap_s, cap_k = p["mu_s"] * m * p["g"], p["mu_k"] * m * p["g"]
+
+    def applied(t, x):
+        spring = p["k2"] * (x[1] - x[0])
+        return np.array(
+            [-p["k1"] * x[0] + spring, p["amplitude"] * np.sin(p["omega"] * t) - spring]
+        )
+
+    def rhs(t, y, s):
+        F = applied(t, y[:2])
+        acc = np.where(s == 0, 0.0, (F - cap_k * s) / m)
+        return np.concatenate([np.where(s == 0, 0.0, y[2:]), acc])
+
+    def stuck_event(i):
+        return lambda t, y, s: cap_s[i] - abs(applied(t, y[:2])[i])
+
+    def slide_event(i, si):
+        return lambda t, y, s: si * y[2 + i]
+
+    def events_for(s):
+        fns = [stuck_event(i) if s[i] == 0 else slide_event(i, s[i]) for i in range(2)]
+        for fn in fns:
+            fn.terminal, fn.direction = True, -1
+        return fns
+
+    def settle(t, y, s):
+        F = applied(t, y[:2])
+        for i in range(2):
+            if s[i] == 0 and abs(F[i]) > cap_s[i]:
+                s[i] = int(np.sign(F[i]))
+        return s
+
+    out = np.full((len(ts), 4), np.nan)
+    t, y = ts[0], np.zeros(4)
+    s = settle(t, y, np.zeros(2, int))
+    events = []
+    while t < ts[-1]:
+        sol = solve_ivp(
+            rhs,
+            (t, ts[-1]),
+            y,
+            args=(s,),
+            method="DOP853",
+            rtol=1e-12,
+            atol=1e-12,
+            events=events_for(s),
+            dense_output=True,
+            max_step=0.01,
+        )  # max_step: a stuck phase's rhs is zero, and a long step would miss the force crossing
+        t_end = sol.t[-1]
+        mask = (ts >= t) & (ts <= t_end)
+        if mask.any():
+            out[mask] = sol.sol(ts[mask]).T
+        if sol.status != 1:
+            break
+        i = next(j for j in range(2) if sol.t_events[j].size)
+        y = sol.y[:, -1].copy()
+        F = applied(t_end, y[:2])
+        if s[i] == 0:
+            s[i] = int(np.sign(F[i]))
+            events.append((t_end, i, "slip"))
+        else:
+            y[2 + i] = 0.0
+            s[i] = 0 if abs(F[i]) <= cap_s[i] else int(np.sign(F[i]))
+            events.append((t_end, i, "stick" if s[i] == 0 else "slip"))
+        s = settle(t_end, y, s)
+        t = t_end
+    return out, events
+
+
+def rough_table_turning_points(m, g, k, mu_s, mu_k, x0, count):
+    """Mass-spring on a rough table released from rest at x0 (|k x0| > mu_s m g):
+    each half cycle is harmonic about -+mu_k m g / k, so the turning points are
+    x_{j+1} = -x_j + 2 sgn(x_j) mu_k m g / k at t_j = j pi / sqrt(k / m), until
+    |k x| <= mu_s m g, where the block stays. Returns [(t_j, x_j)] up to `count` turns."""
+    w, d = np.sqrt(k / m), mu_k * m * g / k
+    x, t, out = x0, 0.0, []
+    while abs(k * x) > mu_s * m * g and len(out) < count:
+        x, t = 2 * d * np.sign(x) - x, t + np.pi / w
+        out.append((t, x))
+    return out

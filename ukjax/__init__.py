@@ -17,6 +17,9 @@ The public API:
 - Contact laws for unilateral constraints: :class:`Impact`, :class:`ContactDynamics`,
   :class:`HuntCrossley` (base :class:`AbstractContact`); :func:`contact_forces`, :class:`EventLog`,
   :data:`EVENT_KINDS`; impulses: :func:`apply_impulse`, :class:`Impulses`.
+- Coulomb friction on contacts (systems declare `System.friction`): :class:`Coulomb`
+  (exact stick-slip), :class:`VelocityTolerance` (Bajodah 2003's rule), base
+  :class:`AbstractFriction`; :func:`friction_forces`.
 - Stabilisation strategies: :class:`Baumgarte`, :class:`Projection`,
   :class:`NoStabilization` (base :class:`AbstractStabilization`).
 - Initial-condition policies: :class:`CheckInitial` (default), :class:`ProjectInitial`,
@@ -80,9 +83,13 @@ from ._fit import (
 from ._fit import (
     trajectory_loss as trajectory_loss,
 )
+from ._friction import AbstractFriction as AbstractFriction
+from ._friction import Coulomb as Coulomb
+from ._friction import VelocityTolerance as VelocityTolerance
 from ._hybrid import EVENT_KINDS as EVENT_KINDS
 from ._hybrid import EventLog as EventLog
 from ._hybrid import contact_forces as contact_forces
+from ._hybrid import friction_forces as friction_forces
 from ._impulse import Impulses as Impulses
 from ._impulse import apply_impulse as apply_impulse
 from ._initial import (

@@ -30,18 +30,26 @@ from ._dynamics import (
     system_infeasibility,
 )
 from ._errors import code_error_if
+from ._friction import (
+    AbstractFriction,
+    Coulomb,
+    FrictionState,
+    friction_state,
+    frictional_solve,
+    multipliers,
+    pointwise_solve,
+)
 from ._impulse import Impulses, impulse_jump, project_velocity, velocity_rows
 from ._initial import AbstractInitialConditions
-from ._linalg import pinv_solve
 from ._residuals import as_rows, second_along_motion
 from ._results import RESULTS, promote
 from ._stabilization import AbstractStabilization, NoStabilization
-from ._system import System, as_time, check_state
+from ._system import System, as_time, check_state, floatify, overrides
 from ._uk import uk_terms
 from ._uk_solvers import AbstractUKSolver, CholeskyWithFallback
 
 
-EVENT_KINDS = ("none", "impact", "engage", "release", "impulse")
+EVENT_KINDS = ("none", "impact", "engage", "release", "impulse", "stick", "slip")
 """Names of the event kinds recorded in :class:`EventLog` (`kind` indexes this tuple)."""
 
 
@@ -53,9 +61,11 @@ class EventLog(eqx.Module):
     - `time`: (E,) event times.
     - `kind`: (E,) index into :data:`ukjax.EVENT_KINDS`: `"impact"` (velocity jump at a
       contact), `"engage"` / `"release"` (a contact's mode changes without a jump),
-      `"impulse"` (a prescribed impulse).
+      `"impulse"` (a prescribed impulse), `"stick"` / `"slip"` (a frictional contact
+      sticks, or starts to slide or reverses; :class:`ukjax.Coulomb`).
     - `contact`: (E,) the contact that triggered it (-1 for a prescribed impulse).
-    - `speed_before`, `speed_after`: (E,) $\dot g$ of that contact just before and after.
+    - `speed_before`, `speed_after`: (E,) $\dot g$ of that contact just before and after
+      (for `"stick"` / `"slip"`: its tangential velocity $T_i\dot q$).
 
     E is `max_events` of :func:`ukjax.simulate`; under `vmap` every field gains a batch axis.
     """
@@ -106,9 +116,33 @@ def contact_state(system: System, t, q, qd) -> ContactState:
     return ContactState(g, gd, G, gdd0)
 
 
+class Mode(eqx.Module):
+    """The discrete state of a hybrid run: which contacts are `engaged` (k,) and, for
+    frictional contacts, the `sliding` direction (k,) int32: 0 stuck (or no friction),
+    +1 / -1 sliding along / against the tangent row."""
+
+    engaged: jax.Array
+    sliding: jax.Array
+
+
+class HybridEval(eqx.Module):
+    """One evaluation of the hybrid right-hand side: the UK evaluation `ev`, the contact
+    quantities `cs`, the number `m` of bilateral rows, and with friction the tangential
+    state `fs`, the contacts' `normal` and `tangential` forces and the `sliding`
+    directions used."""
+
+    ev: Evaluation
+    cs: ContactState
+    m: int = eqx.field(static=True)
+    fs: FrictionState | None = None
+    normal: jax.Array | None = None
+    tangential: jax.Array | None = None
+    sliding: jax.Array | None = None
+
+
 class HybridField(eqx.Module):
-    r"""$(q,\dot q) \mapsto (\dot q, \ddot q)$ with the engaged contacts' rows in the UK
-    equation; `args` is the boolean mask of engaged contacts."""
+    r"""$(q,\dot q) \mapsto (\dot q, \ddot q)$ with the engaged contacts' rows (and their
+    friction) in the UK equation; `args` is the :class:`Mode`."""
 
     system: System
     contact: AbstractContact
@@ -117,51 +151,79 @@ class HybridField(eqx.Module):
     check: bool = eqx.field(static=True)
     consistency_tol: float | None = eqx.field(static=True)
     throw: bool = eqx.field(static=True)
+    friction: AbstractFriction | None = None
 
-    def evaluate(self, t, y, engaged) -> tuple[Evaluation, ContactState, int]:
+    @property
+    def friction_events(self) -> bool:
+        return self.friction is not None and self.friction.event_driven
+
+    def evaluate(self, t, y, mode: Mode) -> HybridEval:
         system, (q, qd) = self.system, y
         M, Q = mass_and_force(system, t, q, qd)
         A, b = rows(system, t, q, qd, self.stabilization)
         cs = contact_state(system, t, q, qd)
         target = self.contact.target_acceleration(cs.g, cs.gd)
-        A_c = jnp.where(engaged[:, None], cs.G, 0.0)
-        b_c = jnp.where(engaged, target - cs.gdd0, 0.0)
+        A_c = jnp.where(mode.engaged[:, None], cs.G, 0.0)
+        b_c = jnp.where(mode.engaged, target - cs.gdd0, 0.0)
         m_bilateral = A.shape[0]
         A, b = jnp.concatenate([A, A_c]), jnp.concatenate([b, b_c])
         C = nonideal_force(system, t, q, qd)
-        terms = uk_terms(M, Q, A, b, C, uk_solver=self.uk_solver)
-        inputs = UKInputs(t, q, qd, M, Q, A, b, C)
-        return Evaluation(inputs, terms, system_infeasibility(system, t, q, qd)), cs, m_bilateral
+        infeasibility = system_infeasibility(system, t, q, qd)
+        if self.friction is None:
+            terms = uk_terms(M, Q, A, b, C, uk_solver=self.uk_solver)
+            ev = Evaluation(UKInputs(t, q, qd, M, Q, A, b, C), terms, infeasibility)
+            return HybridEval(ev, cs, m_bilateral)
+        fs = friction_state(system, t, q, qd, cs.g.shape[0])
+        if self.friction.event_driven:
+            zeros = jnp.zeros_like(cs.g)
+            fr = frictional_solve(
+                M, Q, A, b, C, fs, mode.engaged, mode.sliding, zeros, self.uk_solver
+            )
+            sliding = mode.sliding
+        else:
+            fr, sliding = pointwise_solve(
+                self.friction, M, Q, A, b, C, fs, mode.engaged, self.uk_solver
+            )
+        ev = Evaluation(UKInputs(t, q, qd, M, Q, fr.A, fr.b, fr.C), fr.terms, infeasibility)
+        return HybridEval(ev, cs, m_bilateral, fs, fr.normal, fr.tangential, sliding)
 
-    def forces(self, ev: Evaluation, m_bilateral: int) -> jax.Array:
-        """Contact multipliers (> 0 pushing): least-squares $A^T\\lambda = Q_c$."""
-        lam = pinv_solve(ev.inputs.A.T, ev.terms.Qc_ideal[:, None])[:, 0]
-        return lam[m_bilateral:]
+    def forces(self, he: HybridEval) -> jax.Array:
+        r"""Contact (normal) multipliers (> 0 pushing): least-squares $A^T\lambda = Q_c$."""
+        if he.normal is not None:
+            return he.normal
+        k, inputs = he.cs.g.shape[0], he.ev.inputs
+        return multipliers(inputs.A, he.ev.terms, inputs.C)[he.m : he.m + k]
 
-    def event_values(self, t, y, engaged) -> jax.Array:
-        ev, cs, m = self.evaluate(t, y, engaged)
-        force = self.forces(ev, m) if self.contact.uses_force else None
-        return self.contact.event_value(engaged, cs.g, cs.gd, force)
+    def event_values(self, t, y, mode: Mode) -> jax.Array:
+        he = self.evaluate(t, y, mode)
+        force = self.forces(he) if self.contact.uses_force or self.friction_events else None
+        values = self.contact.event_value(mode.engaged, he.cs.g, he.cs.gd, force)
+        if not self.friction_events:
+            return values
+        assert isinstance(self.friction, Coulomb) and he.fs is not None
+        friction = self.friction.event_value(
+            mode.engaged, mode.sliding, he.fs, he.normal, he.tangential
+        )
+        return jnp.concatenate([values, friction])
 
     def __call__(self, t, y, args):
-        ev, _, _ = self.evaluate(t, y, args)
+        ev = self.evaluate(t, y, args).ev
         raising = self.check and self.throw
         return y[1], ev.checked_qdd(self.consistency_tol) if raising else ev.terms.qdd
 
-    def failed(self, t, y, engaged):
-        ev, _, _ = self.evaluate(t, y, engaged)
-        return ev.failures(self.consistency_tol)
+    def failed(self, t, y, mode: Mode):
+        return self.evaluate(t, y, mode).ev.failures(self.consistency_tol)
 
 
 class _Carry(eqx.Module):
     t: jax.Array
     q: jax.Array
     qd: jax.Array
-    engaged: jax.Array
+    mode: Mode
     next_impulse: jax.Array
     saved_q: jax.Array
     saved_qd: jax.Array
-    saved_engaged: jax.Array
+    saved_mode: Mode
     log: EventLog
     result: RESULTS
     done: jax.Array
@@ -205,9 +267,9 @@ class HybridIntegration(eqx.Module):
         return self.field.throw
 
     # ---- events -------------------------------------------------------------------------
-    def _event(self, engaged, offset):
+    def _event(self, mode: Mode, offset):
         contact_fn = lambda t, y, args, **kw: jnp.min(
-            self.field.event_values(t, y, engaged) + offset, initial=1.0
+            self.field.event_values(t, y, mode) + offset, initial=1.0
         )
         # Bisection: robust for the kinks of min() and of release laws (Newton is not);
         # the event time still gets its implicit-function derivative.
@@ -227,7 +289,7 @@ class HybridIntegration(eqx.Module):
         t_final = ts[-1]
         t_imp = self._impulse_time(c.next_impulse, c.q.dtype)
         t_end = jnp.where(c.done, c.t, jnp.minimum(t_final, t_imp))
-        values0 = self.field.event_values(c.t, (c.q, c.qd), c.engaged)
+        values0 = self.field.event_values(c.t, (c.q, c.qd), c.mode)
         offset = _offset(values0)
         stab, system = self.field.stabilization, self.field.system
         fn = stab.save_fn(system)
@@ -243,34 +305,36 @@ class HybridIntegration(eqx.Module):
             t1=t_end,
             dt0=self.dt0,
             y0=(c.q, c.qd),
-            args=c.engaged,
+            args=c.mode,
             saveat=saveat,
             stepsize_controller=self.stepsize_controller,
             adjoint=self.adjoint,
-            event=self._event(c.engaged, offset) if self.num_contacts else None,
+            event=self._event(c.mode, offset) if self.num_contacts else None,
             max_steps=self.max_steps,
             throw=False,
         )
         seg_ts, (seg_q, seg_qd) = sol.ts[0], sol.ys[0]  # pyright: ignore
         t_stop = sol.ts[1][-1]  # pyright: ignore
         q1, qd1 = (x[-1] for x in sol.ys[1])  # pyright: ignore
-        result = self._segment_result(sol, t_stop, (q1, qd1), c.engaged)
+        result = self._segment_result(sol, t_stop, (q1, qd1), c.mode)
         # A failed segment's saves are not trusted (they stay NaN); earlier ones are kept.
         keep = (ts >= c.t) & (ts <= t_stop) & jnp.isfinite(seg_ts) & ~c.done
         keep = keep & (result == RESULTS.successful)
         saved_q = jnp.where(keep[:, None], seg_q, c.saved_q)
         saved_qd = jnp.where(keep[:, None], seg_qd, c.saved_qd)
-        saved_engaged = jnp.where(keep[:, None], c.engaged[None, :], c.saved_engaged)
+        saved_mode = jax.tree_util.tree_map(
+            lambda now, saved: jnp.where(keep[:, None], now[None, :], saved), c.mode, c.saved_mode
+        )
         contact_hit = self._contact_hit(sol)
         nxt = _Carry(
             t_stop,
             q1,
             qd1,
-            c.engaged,
+            c.mode,
             c.next_impulse,
             saved_q,
             saved_qd,
-            saved_engaged,
+            saved_mode,
             c.log,
             RESULTS.where(c.done, c.result, result),
             c.done,
@@ -295,62 +359,152 @@ class HybridIntegration(eqx.Module):
     def _contact_hit(self, sol) -> jax.Array:
         return jnp.asarray(False) if sol.event_mask is None else sol.event_mask
 
-    def _segment_result(self, sol, t_stop, y_stop, engaged) -> RESULTS:
+    def _segment_result(self, sol, t_stop, y_stop, mode: Mode) -> RESULTS:
         """The segment's code. With throw=False the UK checks run on the segment's end
         state (with throw=True they raise inside the solve)."""
         result = promote(sol.result)
         result = RESULTS.where(result == RESULTS.event_occurred, RESULTS.successful, result)
         if self.field.check and not self.throw:
-            code = self.field.failed(t_stop, y_stop, engaged).code()
+            code = self.field.failed(t_stop, y_stop, mode).code()
             result = RESULTS.where(result == RESULTS.successful, code, result)
         return result
 
     # ---- mode changes and jumps --------------------------------------------------------
     def _switch(self, c: _Carry, offset, hit) -> _Carry:
-        """The contact event at (c.t, c.q, c.qd): new modes, velocity jump, record."""
-        field, law = self.field, self.field.contact
-        values = field.event_values(c.t, (c.q, c.qd), c.engaged) + offset
+        """The event at (c.t, c.q, c.qd): new modes, velocity jump, record."""
+        field, k = self.field, self.num_contacts
+        values = field.event_values(c.t, (c.q, c.qd), c.mode) + offset
         first = jnp.argmin(values)
         cs = contact_state(field.system, c.t, c.q, c.qd)
-        trig = jnp.arange(values.shape[0]) == first
+        engaged, qd, kind, before, after = self._normal_event(c, cs, first)
+        sliding = jnp.where(engaged & c.mode.engaged, c.mode.sliding, 0)
+        if field.friction_events:
+            f_sliding, f_qd, f_kind, f_before, f_after = self._friction_event(c, first - k)
+            on_friction = first >= k
+            sliding = jnp.where(on_friction, f_sliding, sliding)
+            qd = jnp.where(on_friction, f_qd, qd)
+            kind = jnp.where(on_friction, f_kind, kind)
+            before = jnp.where(on_friction, f_before, before)
+            after = jnp.where(on_friction, f_after, after)
+            engaged = jnp.where(on_friction, c.mode.engaged, engaged)
+            fresh = engaged & ~c.mode.engaged
+            sliding, qd = self._settle(c.t, c.q, qd, Mode(engaged, sliding), fresh)
+        mode = jax.tree_util.tree_map(
+            lambda new, old: jnp.where(hit, new, old), Mode(engaged, sliding), c.mode
+        )
+        qd = jnp.where(hit, qd, c.qd)
+        log = c.log.record(c.t, kind, first % max(k, 1), before, after)
+        log = jax.tree_util.tree_map(lambda a, b: jnp.where(hit, a, b), log, c.log)
+        return eqx.tree_at(lambda x: (x.qd, x.mode, x.log), c, (qd, mode, log))
+
+    def _normal_event(self, c: _Carry, cs: ContactState, first):
+        """A contact law's event at contact `first`: (engaged, qd, kind, gd before, after)."""
+        law, engaged0 = self.field.contact, c.mode.engaged
+        trig = jnp.arange(cs.g.shape[0]) == first
         if isinstance(law, Impact):
-            near = ~c.engaged & (cs.g <= law.gap_tol(cs.g.dtype)) & (cs.gd < 0)
-            impacting = (trig & ~c.engaged & (cs.gd < 0)) | (near & jnp.any(trig & ~c.engaged))
-            released = trig & c.engaged
+            near = ~engaged0 & (cs.g <= law.gap_tol(cs.g.dtype)) & (cs.gd < 0)
+            impacting = (trig & ~engaged0 & (cs.gd < 0)) | (near & jnp.any(trig & ~engaged0))
+            released = trig & engaged0
             gd_plus = law.rebound(cs.gd)
             persistent = impacting & law.persists(gd_plus)
-            engaged = (c.engaged & ~released) | persistent
+            engaged = (engaged0 & ~released) | persistent
             gd_target = jnp.where(impacting & ~persistent, gd_plus, 0.0)
-            qd = self._jump(c, cs, impacting | engaged, gd_target)
-            engaged = self._drop_pulling(c.t, c.q, qd, engaged)
+            stuck = engaged0 & engaged & (c.mode.sliding == 0)
+            qd = self._jump(c, cs, impacting | engaged, gd_target, stuck)
+            sliding = jnp.where(engaged & engaged0, c.mode.sliding, 0)
+            engaged = self._drop_pulling(c.t, c.q, qd, Mode(engaged, sliding))
             kind = jnp.where(jnp.any(impacting), 1, 3)
         else:
-            engaged = jnp.where(trig, ~c.engaged, c.engaged)
+            engaged = jnp.where(trig, ~engaged0, engaged0)
             qd = c.qd
-            kind = jnp.where(engaged[first], 2, 3)
-        after = contact_state(field.system, c.t, c.q, qd).gd[first]
-        engaged = jnp.where(hit, engaged, c.engaged)
-        qd = jnp.where(hit, qd, c.qd)
-        log = c.log.record(c.t, kind, first, cs.gd[first], after)
-        log = jax.tree_util.tree_map(lambda a, b: jnp.where(hit, a, b), log, c.log)
-        return eqx.tree_at(lambda x: (x.qd, x.engaged, x.log), c, (qd, engaged, log))
+            kind = jnp.where(jnp.any(trig & engaged), 2, 3)
+        after = contact_state(self.field.system, c.t, c.q, qd).gd
+        pick = lambda x: jnp.sum(jnp.where(trig, x, 0.0))
+        return engaged, qd, kind, pick(cs.gd), pick(after)
 
-    def _jump(self, c: _Carry, cs: ContactState, rows_on, gd_target):
-        r"""UK impulsive projection with the bilateral rows and the contact rows in `rows_on`
-        ($\nabla g_i\dot q^+ = \nabla g_i\dot q^- + \dot g_i^+ - \dot g_i^-$)."""
+    def _friction_event(self, c: _Carry, i):
+        r"""Coulomb's event at contact `i`: a stuck contact starts to slide (opposite to
+        the friction force that held it); a sliding one whose velocity reached zero sticks
+        if the static bound holds there, and slides back otherwise. $v_i$ is set to 0."""
+        field, mode = self.field, c.mode
+        assert field.friction is not None
+        trig = jnp.arange(mode.engaged.shape[0]) == i
+        held = jnp.where(trig, 0, mode.sliding)
+        he = field.evaluate(c.t, (c.q, c.qd), Mode(mode.engaged, held))
+        assert he.fs is not None and he.tangential is not None and he.normal is not None
+        holds = jnp.abs(he.tangential) <= he.fs.mu_s * he.normal
+        was_stuck = mode.sliding == 0
+        direction = jnp.where(he.tangential > 0, -1, 1)
+        new = jnp.where(was_stuck | ~holds, direction, 0)
+        sliding = jnp.where(trig & mode.engaged, new, mode.sliding).astype(jnp.int32)
+        stuck = mode.engaged & ((sliding == 0) | trig)
+        qd = self._hold(c.t, c.q, c.qd, mode.engaged, stuck)
+        vt_after = friction_state(field.system, c.t, c.q, qd, trig.shape[0]).vt
+        pick = lambda x: jnp.sum(jnp.where(trig, x, 0.0))
+        kind = jnp.where(jnp.any(trig & (sliding == 0)), 5, 6)
+        return sliding, qd, kind, pick(he.fs.vt), pick(vt_after)
+
+    def _settle(self, t, q, qd, mode: Mode, fresh):
+        """Friction modes after a switch: a contact that has just engaged sticks if slow
+        and admissible, else slides (along its velocity, or away from the holding force);
+        a stuck contact whose holding force now exceeds the static bound slides; stuck
+        contacts are then held at zero tangential velocity."""
+        field = self.field
+        assert field.friction is not None
+        k = mode.engaged.shape[0]
+        fs = friction_state(field.system, t, q, qd, k)
+        slow = jnp.abs(fs.vt) <= field.friction.speed_tol(q.dtype)
+        moving = jnp.where(fs.vt > 0, 1, -1)
+        sliding = jnp.where(fresh, jnp.where(slow, 0, moving), mode.sliding)
+        sliding = jnp.where(mode.engaged, sliding, 0).astype(jnp.int32)
+        he = field.evaluate(t, (q, qd), Mode(mode.engaged, sliding))
+        assert he.tangential is not None and he.normal is not None
+        stuck = mode.engaged & (sliding == 0)
+        bad = stuck & (jnp.abs(he.tangential) > fs.mu_s * he.normal)
+        sliding = jnp.where(bad, jnp.where(he.tangential > 0, -1, 1), sliding).astype(jnp.int32)
+        return sliding, self._hold(t, q, qd, mode.engaged, mode.engaged & (sliding == 0))
+
+    def _project(self, t, q, qd, R, r_target):
+        r"""The velocity nearest `qd` (mass metric) with every bilateral velocity constraint
+        met and the extra rows $R\dot q^+ = $ `r_target` (zero rows are ignored)."""
         system = self.field.system
-        M, _ = mass_and_force(system, c.t, c.q, c.qd)
-        J, r = velocity_rows(system, c.t, c.q, c.qd)
+        M, _ = mass_and_force(system, t, q, qd)
+        J, r = velocity_rows(system, t, q, qd)
+        A = jnp.concatenate([J, R])
+        target = jnp.concatenate([J @ qd - r, r_target])
+        return project_velocity(M, qd, A, target)
+
+    def _tangent_rows(self, t, q, qd, stuck):
+        if self.field.friction is None:
+            return jnp.zeros((0, q.shape[0]), q.dtype)
+        fs = friction_state(self.field.system, t, q, qd, stuck.shape[0])
+        return jnp.where(stuck[:, None], fs.T, 0.0)
+
+    def _jump(self, c: _Carry, cs: ContactState, rows_on, gd_target, stuck):
+        r"""UK impulsive projection with the bilateral rows, the contact rows in `rows_on`
+        ($\nabla g_i\dot q^+ = \nabla g_i\dot q^- + \dot g_i^+ - \dot g_i^-$) and, for
+        `stuck` frictional contacts, $T_i\dot q^+ = 0$ (they stay stuck through it)."""
         G = jnp.where(rows_on[:, None], cs.G, 0.0)
         c_contact = jnp.where(rows_on, cs.G @ c.qd + gd_target - cs.gd, 0.0)
-        A = jnp.concatenate([J, G])
-        target = jnp.concatenate([J @ c.qd - r, c_contact])
-        return project_velocity(M, c.qd, A, target)
+        Tr = self._tangent_rows(c.t, c.q, c.qd, stuck)
+        R = jnp.concatenate([G, Tr])
+        target = jnp.concatenate([c_contact, jnp.zeros(Tr.shape[0], c.qd.dtype)])
+        return self._project(c.t, c.q, c.qd, R, target)
 
-    def _drop_pulling(self, t, q, qd, engaged):
+    def _hold(self, t, q, qd, engaged, stuck):
+        """`qd` with the tangential velocity of `stuck` contacts set to zero, the normal
+        velocity of engaged contacts and every bilateral constraint kept."""
+        cs = contact_state(self.field.system, t, q, qd)
+        G = jnp.where(engaged[:, None], cs.G, 0.0)
+        Tr = self._tangent_rows(t, q, qd, stuck)
+        R = jnp.concatenate([G, Tr])
+        target = jnp.concatenate([G @ qd, jnp.zeros(Tr.shape[0], qd.dtype)])
+        return self._project(t, q, qd, R, target)
+
+    def _drop_pulling(self, t, q, qd, mode: Mode):
         """Engaged contacts whose force would pull at the new state are released."""
-        ev, _, m = self.field.evaluate(t, (q, qd), engaged)
-        return engaged & (self.field.forces(ev, m) > 0)
+        field = self.field
+        return mode.engaged & (field.forces(field.evaluate(t, (q, qd), mode)) > 0)
 
     def _apply_impulse(self, c: _Carry, now) -> _Carry:
         if self.impulses is None:
@@ -366,17 +520,35 @@ class HybridIntegration(eqx.Module):
 
     # ---- the run ------------------------------------------------------------------------------
     def initial_mode(self, t, q, qd):
-        law, cs = self.field.contact, contact_state(self.field.system, t, q, qd)
+        """(mode, qd, refusal code, smallest g) at the start: the law's engaged contacts
+        (rigid ones only if they push), their friction modes (stuck contacts held at zero
+        tangential velocity), and whether the state or the friction data are refused."""
+        field = self.field
+        law, cs = field.contact, contact_state(field.system, t, q, qd)
+        k = cs.g.shape[0]
         engaged = law.initial_mode(cs.g, cs.gd)
+        sliding = jnp.zeros(k, jnp.int32)
+        code = RESULTS.where(
+            jnp.any(law.penetrating(cs.g)), RESULTS.initial_penetration, RESULTS.successful
+        )
+        if field.friction is not None:
+            fs = friction_state(field.system, t, q, qd, k)
+            slow = jnp.abs(fs.vt) <= field.friction.speed_tol(q.dtype)
+            sliding = jnp.where(slow, 0, jnp.where(fs.vt > 0, 1, -1)).astype(jnp.int32)
+            bad = jnp.any((fs.mu_k < 0) | (fs.mu_s < fs.mu_k) | ~jnp.isfinite(fs.mu_s))
+            code = RESULTS.where(bad, RESULTS.invalid_friction, code)
         if law.impulsive:  # a resting rigid contact is engaged only if it pushes
-            engaged = self._drop_pulling(t, q, qd, engaged)
-        return engaged, jnp.any(law.penetrating(cs.g)), jnp.min(cs.g, initial=jnp.inf)
+            engaged = self._drop_pulling(t, q, qd, Mode(engaged, sliding))
+        if field.friction is not None:
+            sliding, qd = self._settle(t, q, qd, Mode(engaged, sliding), engaged)
+        sliding = jnp.where(engaged, sliding, 0).astype(jnp.int32)
+        return Mode(engaged, sliding), qd, code, jnp.min(cs.g, initial=jnp.inf)
 
     def __call__(self, q0, qd0, ts):
         system = self.field.system
         q0, qd0, initial = self.initial.apply(system, ts[0], q0, qd0)
-        engaged, penetrating, g_min = self.initial_mode(ts[0], q0, qd0)
-        code = RESULTS.where(penetrating, RESULTS.initial_penetration, initial.code)
+        mode, qd0, contact_code, g_min = self.initial_mode(ts[0], q0, qd0)
+        code = RESULTS.where(initial.code == RESULTS.successful, contact_code, initial.code)
         refused = code != RESULTS.successful
         if self.throw:
             q0 = code_error_if(
@@ -388,16 +560,17 @@ class HybridIntegration(eqx.Module):
                 **initial.values,
             )
         nan = jnp.full((ts.shape[0], q0.shape[0]), jnp.nan, q0.dtype)
-        modes = jnp.zeros((ts.shape[0], engaged.shape[0]), bool)
+        k = mode.engaged.shape[0]
+        saved_mode = Mode(jnp.zeros((ts.shape[0], k), bool), jnp.zeros((ts.shape[0], k), jnp.int32))
         carry = _Carry(
             ts[0],
             q0,
             qd0,
-            engaged,
+            mode,
             jnp.zeros((), jnp.int32),
             nan,
             nan,
-            modes,
+            saved_mode,
             EventLog.empty(self.max_events, q0.dtype),
             code,
             refused,
@@ -415,6 +588,14 @@ class HybridIntegration(eqx.Module):
         return out
 
 
+def _mode_field(system, contact, friction, uk_solver) -> HybridField:
+    law = Impact() if contact is None else contact
+    solver = CholeskyWithFallback() if uk_solver is None else uk_solver
+    if friction is None and overrides(system, "friction"):
+        friction = Coulomb()
+    return HybridField(system, law, NoStabilization(), solver, False, None, False, friction)
+
+
 def contact_forces(
     system: System,
     t,
@@ -423,17 +604,22 @@ def contact_forces(
     engaged,
     contact: AbstractContact | None = None,
     *,
+    sliding=None,
+    friction: AbstractFriction | None = None,
     uk_solver: AbstractUKSolver | None = None,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     r"""The acceleration and contact forces of a system with contacts in a given mode.
 
-    With the engaged contacts' rows in the UK equation (module :mod:`ukjax._contact`):
+    With the engaged contacts' rows in the UK equation (module :mod:`ukjax._contact`), and
+    for a system that declares `friction`, the friction of the engaged contacts in the
+    modes `sliding` ((k,) ints: 0 stuck, ±1 sliding; default all stuck) under `friction`
+    (default :class:`ukjax.Coulomb`; see :func:`ukjax.friction_forces`):
 
-    **Returns:** `(qdd, Q_contact, forces)`: the acceleration (n,), the generalized contact
-    force $\sum_i \lambda_i\nabla g_i$ (n,) and the contact multipliers $\lambda$ (one
-    per contact, > 0 pushing, 0 for free contacts). Along a solution use the saved modes:
-    `jax.vmap(lambda t, q, qd, e: ukjax.contact_forces(system, t, q, qd, e, law))(sol.ts,
-    sol.q, sol.qd, sol.engaged)`.
+    **Returns:** `(qdd, Q_contact, forces)`: the acceleration (n,), the generalized normal
+    contact force $\sum_i \lambda_i\nabla g_i$ (n,) and the contact multipliers $\lambda$
+    (one per contact, > 0 pushing, 0 for free contacts). Along a solution use the saved
+    modes: `jax.vmap(lambda t, q, qd, e: ukjax.contact_forces(system, t, q, qd, e,
+    law))(sol.ts, sol.q, sol.qd, sol.engaged)`.
 
     Example:
         >>> import jax.numpy as jnp, ukjax
@@ -443,11 +629,65 @@ def contact_forces(
         >>> float(qdd[0]), float(lam[0])      # resting on the floor: the floor carries m g
         (0.0, 20.0)
     """
-    law = Impact() if contact is None else contact
-    solver = CholeskyWithFallback() if uk_solver is None else uk_solver
-    field = HybridField(system, law, NoStabilization(), solver, False, None, False)
+    qdd, lam, _, cs = _forces_in_mode(
+        system, t, q, qd, engaged, contact, sliding, friction, uk_solver
+    )
+    return qdd, cs.G.T @ lam, lam
+
+
+def friction_forces(
+    system: System,
+    t,
+    q,
+    qd,
+    engaged,
+    sliding=None,
+    contact: AbstractContact | None = None,
+    *,
+    friction: AbstractFriction | None = None,
+    uk_solver: AbstractUKSolver | None = None,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    r"""The acceleration, normal and friction forces of a frictional system in a given mode.
+
+    `engaged` (k,) booleans and `sliding` (k,) ints (0 stuck, +1/-1 sliding along/against
+    the tangent row $T_i$ of `System.friction`; default all stuck) as saved in
+    `Solution.engaged` and `Solution.sliding`. Stuck contacts hold $T_i\ddot q =
+    -\dot T_i\dot q$ (their UK constraint force is the friction), sliding ones feel
+    $-\mu_kN_is_i$ with the normal forces $N$ solved together with it (module
+    :mod:`ukjax._friction`).
+
+    **Returns:** `(qdd, normal, tangential)`: the acceleration (n,), the normal forces
+    $N$ (k,) (> 0 pushing, 0 for free contacts) and the friction forces along each
+    $T_i$ (k,). A stuck contact is admissible while $|F_t| \le \mu_sN$.
+
+    Example:
+        >>> import jax.numpy as jnp, ukjax
+        >>> from ukjax.systems import FrictionBlock
+        >>> block = FrictionBlock(mass=2.0, g=10.0, incline=0.3, mu_static=0.5)
+        >>> qdd, N, Ft = ukjax.friction_forces(block, 0.0, jnp.zeros(2), jnp.zeros(2),
+        ...                                    jnp.array([True]))
+        >>> [round(float(x), 6) for x in (N[0], Ft[0], qdd[0])]  # m g cos, m g sin, at rest
+        [19.10673, 5.910404, 0.0]
+    """
+    qdd, normal, tangential, _ = _forces_in_mode(
+        system, t, q, qd, engaged, contact, sliding, friction, uk_solver
+    )
+    assert tangential is not None
+    return qdd, normal, tangential
+
+
+def _forces_in_mode(system, t, q, qd, engaged, contact, sliding, friction, uk_solver):
     q, qd = check_state(q, qd, system)
     t = as_time(t, q.dtype)
-    ev, cs, m = field.evaluate(t, (q, qd), jnp.asarray(engaged, bool))
-    lam = field.forces(ev, m)
-    return ev.terms.qdd, cs.G.T @ lam, lam
+    field = _mode_field(floatify(system), contact, friction, uk_solver)
+    engaged = jnp.asarray(engaged, bool)
+    if field.friction is None and sliding is not None:
+        raise ValueError(f"sliding= was given but {type(system).__name__} declares no friction.")
+    sliding = jnp.zeros(engaged.shape, jnp.int32) if sliding is None else sliding
+    return _evaluate_mode(field, t, q, qd, Mode(engaged, jnp.asarray(sliding, jnp.int32)))
+
+
+@eqx.filter_jit
+def _evaluate_mode(field: HybridField, t, q, qd, mode: Mode):
+    he = field.evaluate(t, (q, qd), mode)
+    return he.ev.terms.qdd, field.forces(he), he.tangential, he.cs

@@ -35,6 +35,7 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
     - `initial_penetration`: a unilateral constraint $g_i \ge 0$ is violated at the start.
     - `max_events_reached`: a hybrid run needed more events than `max_events`.
     - `servo_infeasible`: the actuators cannot realise a servo-constraint.
+    - `invalid_friction`: friction coefficients with $\mu_s < \mu_k$, $\mu_k < 0$ or NaN.
 
     `successful` is code 0. Compare with `==`, e.g. `sol.result == ukjax.RESULTS.successful`.
 
@@ -99,6 +100,10 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "Add actuators, change the servo-constraint or its gains, or stop the run before the "
         "singular state."
     )
+    invalid_friction = (
+        "ukjax: invalid friction coefficients: System.friction must give 0 <= mu_kinetic "
+        "<= mu_static (finite). Fix the coefficients (per contact, they may differ)."
+    )
 
 
 NAMES = (
@@ -126,6 +131,7 @@ NAMES = (
     "initial_penetration",
     "max_events_reached",
     "servo_infeasible",
+    "invalid_friction",
 )
 """The result codes by integer value (0 = successful), as stored by :func:`ukjax.sweep`."""
 

@@ -15,13 +15,14 @@ from jaxtyping import ArrayLike, Float
 from ._contact import AbstractContact, Impact, check_contact
 from ._dynamics import evaluate
 from ._errors import code_error_if
+from ._friction import AbstractFriction, Coulomb, check_friction, friction_state
 from ._hybrid import EventLog, HybridField, HybridIntegration
 from ._impulse import Impulses
 from ._initial import AbstractInitialConditions, InitialCheck, check_initial_policy
 from ._probe import probe_indexing
 from ._results import RESULTS, promote
 from ._stabilization import AbstractStabilization, check_stabilization
-from ._system import System, check_state, floatify
+from ._system import System, check_state, floatify, overrides
 from ._uk import Failures
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
 
@@ -41,6 +42,9 @@ class Solution(eqx.Module):
       kind, contact, normal speeds before/after, count); `None` otherwise.
     - `engaged`: for a run with contacts, (T, k) booleans: which contacts were engaged
       (a persistent or compliant contact row in the UK equation) at each save.
+    - `sliding`: for a run with :class:`ukjax.Coulomb` friction, (T, k) ints at each
+      save: 0 stuck (or not in contact), +1 / -1 sliding along / against the contact's
+      tangent row; `None` otherwise.
 
     Under `jax.vmap` every field gains a leading batch axis.
     """
@@ -52,6 +56,7 @@ class Solution(eqx.Module):
     stats: dict[str, Any]
     events: EventLog | None = None
     engaged: jax.Array | None = None
+    sliding: jax.Array | None = None
 
 
 class _VectorField(eqx.Module):
@@ -225,6 +230,7 @@ def simulate(
     contact: AbstractContact | None = None,
     impulses: Impulses | None = None,
     max_events: int = 256,
+    friction: AbstractFriction | None = None,
 ) -> Solution:
     r"""Integrate a constrained system from $(q_0, \dot q_0)$ at `ts[0]` and save at `ts`.
 
@@ -272,6 +278,10 @@ def simulate(
     - `max_events`: size of the event log of a hybrid run (contacts or impulses); a run
       that needs more ends with `ukjax.RESULTS.max_events_reached`. `max_steps` then
       bounds each smooth segment between events.
+    - `friction`: the law of the Coulomb friction that the system declares with
+      `System.friction` on its unilateral contacts: :class:`ukjax.Coulomb` (exact
+      stick-slip, event-driven; the default when the system declares friction) or
+      :class:`ukjax.VelocityTolerance` (Bajodah 2003's velocity-tolerance rule).
 
     With contacts or impulses the run is hybrid (:mod:`ukjax._hybrid`): smooth segments
     between events located by root finding, in time order, each batch member with its own
@@ -323,10 +333,11 @@ def simulate(
         adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
         max_steps=max_steps,
     )
-    hybrid = _hybrid_integration(field, q0, ts, contact, impulses, max_events, settings)
+    hybrid = _hybrid_integration(field, q0, ts, contact, impulses, max_events, friction, settings)
     if hybrid is not None:
         if throw and _is_concrete(system, q0, ts):
             _refuse_penetration(hybrid, ts[0], q0)
+            _refuse_friction(hybrid, ts[0], q0)
         return _integrate_hybrid(hybrid, q0, qd0, ts)
     integration = _Integration(
         field=field,
@@ -336,8 +347,26 @@ def simulate(
     return _integrate(integration, q0, qd0, ts)
 
 
+def _friction_law(system: System, friction, has_contacts: bool) -> AbstractFriction | None:
+    name = type(system).__name__
+    declares = overrides(system, "friction")
+    if friction is not None and not declares:
+        raise ValueError(
+            f"friction= was given but {name} declares no friction: define friction(self, t, q) "
+            "returning (T, mu_static, mu_kinetic) for its unilateral contacts."
+        )
+    if declares and not has_contacts:
+        raise ValueError(
+            f"{name} declares friction but no unilateral constraints: friction acts on "
+            "contacts, so define unilateral(self, t, q) too (one tangent row per contact)."
+        )
+    if not declares:
+        return None
+    return floatify(check_friction(Coulomb() if friction is None else friction))
+
+
 def _hybrid_integration(
-    field: _VectorField, q0, ts, contact, impulses, max_events, settings
+    field: _VectorField, q0, ts, contact, impulses, max_events, friction, settings
 ) -> HybridIntegration | None:
     """The hybrid integration, or None when the run has neither contacts nor impulses."""
     system = field.system
@@ -347,6 +376,7 @@ def _hybrid_integration(
             f"contact= was given but {type(system).__name__} declares no unilateral "
             "constraints: define unilateral(self, t, q) returning g (admissible where g >= 0)."
         )
+    friction_law = _friction_law(system, friction, out is not None)
     if out is None and impulses is None:
         return None
     if not isinstance(max_events, int) or max_events < 1:
@@ -371,6 +401,7 @@ def _hybrid_integration(
         field.check,
         field.consistency_tol,
         field.throw,
+        friction_law,
     )
     return HybridIntegration(
         field=hybrid_field,
@@ -397,6 +428,21 @@ def _refuse_penetration(hybrid: HybridIntegration, t0, q0) -> None:
         )
 
 
+def _refuse_friction(hybrid: HybridIntegration, t0, q0) -> None:
+    """A plain ValueError (throw=True, concrete inputs) for invalid friction coefficients."""
+    if hybrid.field.friction is None:
+        return
+    fs = friction_state(hybrid.field.system, t0, q0, jnp.zeros_like(q0), hybrid.num_contacts)
+    mu_s, mu_k = np.asarray(fs.mu_s), np.asarray(fs.mu_k)
+    bad = np.flatnonzero((mu_k < 0) | (mu_s < mu_k) | ~np.isfinite(mu_s) | ~np.isfinite(mu_k))
+    if bad.size:
+        raise ValueError(
+            f"{type(hybrid.field.system).__name__}.friction: contact(s) {bad.tolist()} have "
+            f"mu_static = {mu_s[bad].tolist()} and mu_kinetic = {mu_k[bad].tolist()}; Coulomb "
+            "friction needs 0 <= mu_kinetic <= mu_static."
+        )
+
+
 @eqx.filter_jit
 def _integrate_hybrid(integration: HybridIntegration, q0, qd0, ts) -> Solution:
     c = integration(q0, qd0, ts)
@@ -404,6 +450,15 @@ def _integrate_hybrid(integration: HybridIntegration, q0, qd0, ts) -> Solution:
     if integration.throw:
         q = result.error_if(q, result != RESULTS.successful)
     stats = {"num_steps": c.steps, "num_events": c.log.count}
+    field = integration.field
+    sliding = c.saved_mode.sliding if field.friction_events else None
     return Solution(
-        ts=ts, q=q, qd=qd, result=result, stats=stats, events=c.log, engaged=c.saved_engaged
+        ts=ts,
+        q=q,
+        qd=qd,
+        result=result,
+        stats=stats,
+        events=c.log,
+        engaged=c.saved_mode.engaged,
+        sliding=sliding,
     )

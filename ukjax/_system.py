@@ -43,6 +43,11 @@ class System(eqx.Module):
     - `unilateral(self, t, q)` (optional): 1-D array $g(q, t)$ of unilateral constraints,
       admissible where every $g_i \ge 0$ (contacts, obstacles, joint limits); how they act
       is chosen by `simulate(..., contact=ukjax.Impact(...))` (see :mod:`ukjax._contact`).
+    - `friction(self, t, q)` (optional): Coulomb friction on the unilateral contacts,
+      `(T, mu_static, mu_kinetic)` with `T` (k, 1, n) the tangent row of each contact
+      (sliding velocity $T_i\dot q$) and the coefficients scalars or (k,) arrays; it acts
+      while a contact is engaged, with the contact's UK force as the normal force
+      (`simulate(..., friction=ukjax.Coulomb())`, see :mod:`ukjax._friction`).
     - `actuators(self, t, q)` (optional): (n, k) matrix $G$ of the generalized-force
       directions of k control inputs $\tau$ (force $G\tau$); used by
       :class:`ukjax.ServoControlled`.
@@ -114,6 +119,9 @@ class System(eqx.Module):
         return None
 
     def unilateral(self, t, q) -> ArrayLike | None:
+        return None
+
+    def friction(self, t, q) -> tuple[ArrayLike, ArrayLike, ArrayLike] | None:
         return None
 
     def actuators(self, t, q) -> ArrayLike | None:

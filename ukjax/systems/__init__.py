@@ -19,6 +19,8 @@ from ._contact_systems import BouncingBall as BouncingBall
 from ._contact_systems import DiscBar as DiscBar
 from ._contact_systems import ImpulsiveFourBar as ImpulsiveFourBar
 from ._duffing import DuffingOscillator as DuffingOscillator
+from ._friction_systems import FrictionBlock as FrictionBlock
+from ._friction_systems import TwoBlockFriction as TwoBlockFriction
 from ._linkages import FourBarLinkage as FourBarLinkage
 from ._particles import (
     CoulombBead as CoulombBead,

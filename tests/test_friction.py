@@ -1,0 +1,353 @@
+"""Coulomb friction with exact sticking (issue 14).
+
+Independent references: closed forms (a block on an incline under a ramped force; a
+mass-spring on a rough table; the damped stick phase of the velocity-tolerance rule), a
+hand-written Lagrange-multiplier solve with the friction force in the normal force's
+column (a sliding bar whose friction changes its normal force), and a scipy DOP853 event
+reference for the two blocks of Bajodah 2003, Ex. 5.3 (tests/references.py).
+"""
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ukjax
+from references import rough_table_turning_points, two_block_friction_reference
+from ukjax.systems import FrictionBlock, TwoBlockFriction
+
+
+@jax.jit
+def _run(block, q0, ts):
+    return ukjax.simulate(block, q0, jnp.zeros(2), ts, throw=False)
+
+
+def _block(**kw):
+    """A FrictionBlock whose fields are all floats (one pytree structure: one compile)."""
+    base = dict(mass=1.0, g=9.81, incline=0.0, stiffness=0.0, force=0.0, force_rate=0.0)
+    base.update(mu_static=0.5, mu_kinetic=0.5)
+    base.update(kw)
+    return FrictionBlock(**{k: float(v) for k, v in base.items()})
+
+
+def _ramp_closed_form(m, g, th, ms, mk, rate, t):
+    """Stuck until F = rate t reaches m g sin(th) + ms N, then m s'' = F - m g sin(th) - mk N."""
+    N = m * g * np.cos(th)
+    t_star = (m * g * np.sin(th) + ms * N) / rate
+    d = np.maximum(t - t_star, 0.0)
+    s = rate / (6 * m) * d**3 + (ms - mk) * N / m * d**2 / 2
+    v = rate / (2 * m) * d**2 + (ms - mk) * N / m * d
+    return t_star, s, v
+
+
+def test_incline_under_ramped_force_matches_closed_form():
+    m, g, th, ms, mk, rate = 2.0, 9.81, 0.3, 0.5, 0.3, 4.0
+    block = _block(mass=m, g=g, incline=th, mu_static=ms, mu_kinetic=mk, force_rate=rate)
+    ts = jnp.linspace(0.0, 5.0, 201)
+    sol = _run(block, jnp.zeros(2), ts)
+    assert sol.result == ukjax.RESULTS.successful
+    t_star, s, v = _ramp_closed_form(m, g, th, ms, mk, rate, np.asarray(ts))
+    # exactly one event: the slip, at the static bound, up the slope
+    assert int(sol.events.count) == 1
+    assert ukjax.EVENT_KINDS[int(sol.events.kind[0])] == "slip"
+    assert abs(float(sol.events.time[0]) - t_star) < 1e-8
+    np.testing.assert_allclose(sol.q[:, 0], s, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(sol.qd[:, 0], v, rtol=0, atol=1e-8)
+    stuck = np.asarray(ts) < t_star
+    assert np.max(np.abs(np.asarray(sol.q)[stuck, 0])) < 1e-12  # no creep before the slip
+    assert np.all(np.asarray(sol.sliding)[stuck, 0] == 0)
+    assert np.all(np.asarray(sol.sliding)[~stuck, 0] == 1)
+    assert np.max(np.abs(np.asarray(sol.q[:, 1]))) < 1e-10  # stays on the plane
+
+
+def test_stuck_block_does_not_creep_over_10_seconds():
+    # tan(0.4) = 0.42 < mu_s = 0.6, plus a push down the slope at 60 % of the margin
+    m, g, th, ms = 1.5, 9.81, 0.4, 0.6
+    margin = ms * m * g * np.cos(th) - m * g * np.sin(th)
+    block = _block(mass=m, g=g, incline=th, mu_static=ms, mu_kinetic=0.4, force=-0.6 * margin)
+    sol = _run(block, jnp.array([0.25, 0.0]), jnp.linspace(0.0, 10.0, 201))
+    assert sol.result == ukjax.RESULTS.successful
+    assert int(sol.events.count) == 0
+    assert np.max(np.abs(np.asarray(sol.q[:, 0]) - 0.25)) < 1e-12
+    assert np.max(np.abs(np.asarray(sol.qd))) < 1e-12
+    qdd, N, Ft = ukjax.friction_forces(block, 0.0, sol.q[-1], sol.qd[-1], jnp.array([True]))
+    # the plane carries m g cos(th); friction holds gravity and the push along the slope
+    np.testing.assert_allclose(N[0], m * g * np.cos(th), rtol=1e-12)
+    np.testing.assert_allclose(Ft[0], m * g * np.sin(th) + 0.6 * margin, rtol=1e-12)
+
+
+def test_mass_spring_on_rough_table_amplitude_and_rest():
+    m, g, k, ms, mk, x0 = 1.0, 9.81, 100.0, 0.3, 0.2, 0.5
+    block = _block(mass=m, g=g, stiffness=k, mu_static=ms, mu_kinetic=mk)
+    ts = jnp.linspace(0.0, 5.0, 201)
+    sol = _run(block, jnp.array([x0, 0.0]), ts)
+    assert sol.result == ukjax.RESULTS.successful
+    turns = rough_table_turning_points(m, g, k, ms, mk, x0, 100)
+    n = int(sol.events.count)
+    assert n == len(turns)  # a reversal at each turning point but the last, then a stick
+    kinds = [ukjax.EVENT_KINDS[int(i)] for i in sol.events.kind[:n]]
+    assert kinds == ["slip"] * (n - 1) + ["stick"]
+    t_ref, x_ref = np.array(turns).T
+    np.testing.assert_allclose(sol.events.time[:n], t_ref, rtol=0, atol=1e-9)
+    # turning points: the amplitude falls by 2 mu_k m g / k per half cycle
+    drop = np.abs(np.diff(np.abs(x_ref)))
+    np.testing.assert_allclose(drop, 2 * mk * m * g / k, rtol=1e-12)
+    rest = np.asarray(ts) > t_ref[-1]
+    q = np.asarray(sol.q)
+    np.testing.assert_allclose(q[rest, 0], x_ref[-1], rtol=0, atol=1e-8)
+    assert abs(k * x_ref[-1]) <= ms * m * g
+    assert np.ptp(q[rest, 0]) < 1e-12 and np.max(np.abs(np.asarray(sol.qd)[rest])) < 1e-12
+
+
+def test_mass_spring_positions_between_events_match_the_half_cycle_solution():
+    m, g, k, ms, mk, x0 = 1.0, 9.81, 100.0, 0.3, 0.2, 0.5
+    block = _block(mass=m, g=g, stiffness=k, mu_static=ms, mu_kinetic=mk)
+    ts = jnp.linspace(0.0, 5.0, 201)
+    sol = _run(block, jnp.array([x0, 0.0]), ts)
+    w, d = np.sqrt(k / m), mk * m * g / k
+    turns = [(0.0, x0)] + rough_table_turning_points(m, g, k, ms, mk, x0, 100)
+    t = np.asarray(ts)
+    x = np.full_like(t, turns[-1][1])
+    for (ta, xa), (tb, _) in zip(turns[:-1], turns[1:]):
+        c = d * np.sign(xa)
+        sel = (t >= ta) & (t < tb)
+        x[sel] = c + (xa - c) * np.cos(w * (t[sel] - ta))
+    np.testing.assert_allclose(sol.q[:, 0], x, rtol=0, atol=1e-8)
+
+
+class SlidingBar(ukjax.System):
+    """A uniform bar (centre x, y, angle th) whose lower end rests on a rough floor: the
+    friction at the end turns the bar, so the normal force depends on the friction."""
+
+    mass: float = 1.0
+    length: float = 1.0
+    g: float = 9.81
+    mu: float = 0.4
+
+    def num_coordinates(self):
+        return 3
+
+    def kinetic_energy(self, t, q, qd):
+        inertia = self.mass * self.length**2 / 12
+        return 0.5 * self.mass * (qd[0] ** 2 + qd[1] ** 2) + 0.5 * inertia * qd[2] ** 2
+
+    def potential_energy(self, t, q):
+        return self.mass * self.g * q[1]
+
+    def unilateral(self, t, q):
+        return jnp.array([q[1] - 0.5 * self.length * jnp.sin(q[2])])
+
+    def friction(self, t, q):
+        T = jnp.array([[[1.0, 0.0, 0.5 * self.length * jnp.sin(q[2])]]])
+        return T, self.mu, self.mu
+
+
+def _kkt_sliding(bar, q, qd, s):
+    """Lagrange multipliers by hand: M qdd = Q + (G - mu s T)^T N, G qdd = -Gdot qd."""
+    m, L, g, mu = bar.mass, bar.length, bar.g, bar.mu
+    M = np.diag([m, m, m * L**2 / 12])
+    Q = np.array([0.0, -m * g, 0.0])
+    th, thd = q[2], qd[2]
+    G = np.array([0.0, 1.0, -0.5 * L * np.cos(th)])
+    gdd0 = 0.5 * L * np.sin(th) * thd**2  # d/dt (G) qd
+    T = np.array([1.0, 0.0, 0.5 * L * np.sin(th)])
+    D = G - mu * s * T
+    K = np.block([[M, -D[:, None]], [G[None, :], np.zeros((1, 1))]])
+    sol = np.linalg.solve(K, np.concatenate([Q, [-gdd0]]))
+    return sol[:3], sol[3]
+
+
+@pytest.mark.parametrize("s", [1, -1])
+def test_sliding_friction_couples_with_the_normal_force_like_a_kkt_solve(rng, s):
+    bar = SlidingBar(mass=1.3, length=0.9, mu=0.4)
+    for _ in range(3):
+        th = rng.uniform(0.3, 1.2)
+        q = np.array([0.1, 0.5 * bar.length * np.sin(th), th])
+        thd = rng.normal()
+        # a velocity with the end on the floor (G qd = 0)
+        qd = np.array([rng.normal(), 0.5 * bar.length * np.cos(th) * thd, thd])
+        qdd, N, Ft = ukjax.friction_forces(bar, 0.0, q, qd, jnp.array([True]), jnp.array([s]))
+        qdd_ref, N_ref = _kkt_sliding(bar, q, qd, s)
+        np.testing.assert_allclose(qdd, qdd_ref, rtol=1e-11, atol=1e-11)
+        np.testing.assert_allclose(N[0], N_ref, rtol=1e-11)
+        np.testing.assert_allclose(Ft[0], -bar.mu * s * N_ref, rtol=1e-11)
+        # the friction force depends on the direction: N differs between s = +1 and -1
+        _, N_other = _kkt_sliding(bar, q, qd, -s)
+        assert abs(N_ref - N_other) > 1e-3
+
+
+def test_velocity_tolerance_literal_rule_pushes_with_the_load():
+    # at rest with a net force above the static bound: the thesis's sgn(0) = -1 makes the
+    # friction push along the load; the consistent rule makes it oppose the motion
+    m, g, k, mu, x = 1.0, 9.81, 100.0, 0.3, -0.2  # spring force +20 N > mu m g = 2.943 N
+    block = _block(mass=m, g=g, stiffness=k, mu_static=mu, mu_kinetic=mu)
+    on = jnp.array([True])
+    q, qd = jnp.array([x, 0.0]), jnp.zeros(2)
+    law = ukjax.VelocityTolerance(tolerance=1e-3, damping=2.0)
+    literal = ukjax.VelocityTolerance(tolerance=1e-3, damping=2.0, literal=True)
+    a, _, Ft = ukjax.friction_forces(block, 0.0, q, qd, on, friction=law)
+    a_lit, _, Ft_lit = ukjax.friction_forces(block, 0.0, q, qd, on, friction=literal)
+    np.testing.assert_allclose(a[0], (-k * x - mu * m * g) / m, rtol=1e-12)
+    np.testing.assert_allclose(a_lit[0], (-k * x + mu * m * g) / m, rtol=1e-12)
+    np.testing.assert_allclose([Ft[0], Ft_lit[0]], [-mu * m * g, mu * m * g], rtol=1e-12)
+
+
+def test_velocity_tolerance_damped_stick_phase_closed_form():
+    # below the tolerance with the spring force inside the static bound: u' = -a u
+    m, g, k, mu, x0, u0, a = 1.0, 9.81, 10.0, 0.5, 0.1, 5e-4, 3.0
+    block = _block(mass=m, g=g, stiffness=k, mu_static=mu, mu_kinetic=mu)
+    ts = jnp.linspace(0.0, 2.0, 21)
+    law = ukjax.VelocityTolerance(tolerance=1e-3, damping=a)
+    fixed = dict(solver=ukjax.RK4(), stepsize_controller=diffrax.ConstantStepSize(), dt0=1e-3)
+    sol = ukjax.simulate(
+        block, jnp.array([x0, 0.0]), jnp.array([u0, 0.0]), ts, friction=law, **fixed
+    )
+    t = np.asarray(ts)
+    np.testing.assert_allclose(sol.qd[:, 0], u0 * np.exp(-a * t), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(sol.q[:, 0], x0 + u0 * (1 - np.exp(-a * t)) / a, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_two_blocks_match_the_scipy_event_reference():
+    p = dict(m1=0.1, m2=0.1, k1=5.0, k2=5.0, amplitude=10.0, omega=1.5, mu_s=1.0, mu_k=0.8)
+    p["g"] = 9.81
+    ts = np.linspace(0.0, 6.0, 121)
+    ref, events = two_block_friction_reference(p, ts)
+    system = TwoBlockFriction(mu_static=1.0, mu_kinetic=0.8)
+    sol = ukjax.simulate(system, jnp.zeros(4), jnp.zeros(4), jnp.asarray(ts))
+    n = int(sol.events.count)
+    assert n == len(events) and n > 8
+    np.testing.assert_allclose(sol.events.time[:n], [e[0] for e in events], rtol=0, atol=1e-8)
+    assert [int(c) for c in sol.events.contact[:n]] == [e[1] for e in events]
+    kinds = [ukjax.EVENT_KINDS[int(i)] for i in sol.events.kind[:n]]
+    assert kinds == [e[2] for e in events]
+    np.testing.assert_allclose(sol.q[:, [0, 2]], ref[:, :2], rtol=0, atol=1e-8)
+    np.testing.assert_allclose(sol.qd[:, [0, 2]], ref[:, 2:], rtol=0, atol=1e-7)
+    # the normal forces are the contact forces m_i g
+    _, N, _ = ukjax.friction_forces(
+        system, ts[-1], sol.q[-1], sol.qd[-1], sol.engaged[-1], sol.sliding[-1]
+    )
+    np.testing.assert_allclose(N, [0.1 * 9.81, 0.1 * 9.81], rtol=1e-12)
+
+
+def test_invalid_friction_is_refused():
+    block = _block(mu_static=0.2, mu_kinetic=0.3)
+    ts = jnp.linspace(0.0, 1.0, 201)  # the shapes of the other tests: no new compilation
+    with pytest.raises(ValueError, match="mu_kinetic <= mu_static"):
+        ukjax.simulate(block, jnp.zeros(2), jnp.zeros(2), ts)
+    sol = _run(block, jnp.zeros(2), ts)  # traced: a result code, NaN saves
+    assert sol.result == ukjax.RESULTS.invalid_friction
+    assert np.all(np.isnan(np.asarray(sol.q)))
+    with pytest.raises(TypeError, match="ukjax.Coulomb"):
+        ukjax.simulate(_block(), jnp.zeros(2), jnp.zeros(2), ts, friction="coulomb")  # pyright: ignore
+    with pytest.raises(ValueError, match="declares no friction"):
+        ukjax.simulate(
+            ukjax.systems.BouncingBall(), jnp.ones(1), jnp.zeros(1), ts, friction=ukjax.Coulomb()
+        )
+
+
+class _NoContacts(FrictionBlock):
+    def unilateral(self, t, q):
+        return None
+
+
+class _Cone(FrictionBlock):
+    def friction(self, t, q):
+        return jnp.zeros((1, 2, 2)), 0.5, 0.5
+
+
+class _WrongRows(FrictionBlock):
+    def friction(self, t, q):
+        return jnp.zeros((2, 1, 2)), 0.5, 0.5
+
+
+@pytest.mark.parametrize(
+    "system, match",
+    [
+        (_NoContacts(), "declares friction but no unilateral"),
+        (_Cone(), "only planar contact"),
+        (_WrongRows(), r"T must have shape \(1, 1, 2\)"),
+    ],
+)
+def test_malformed_friction_declarations_raise(system, match):
+    with pytest.raises(ValueError, match=match):
+        ukjax.simulate(system, jnp.zeros(2), jnp.zeros(2), jnp.linspace(0.0, 1.0, 3))
+
+
+@pytest.mark.slow
+def test_batch_members_have_their_own_mode_sequences():
+    block = _block(stiffness=100.0, mu_static=0.3, mu_kinetic=0.2)
+    ts = jnp.linspace(0.0, 5.0, 101)
+    x0 = jnp.linspace(0.05, 0.6, 8)
+    batch = jax.vmap(lambda x: _run(block, jnp.stack([x, 0.0]), ts))(x0)
+    counts = np.asarray(batch.events.count)
+    assert len(set(counts.tolist())) > 2  # different numbers of reversals
+    for i in (0, 3, 7):
+        single = _run(block, jnp.array([float(x0[i]), 0.0]), ts)
+        assert int(single.events.count) == counts[i]
+        # equal to the integration tolerance (batched and single linear algebra round
+        # differently, so the adaptive steps differ at the 1e-12 level)
+        np.testing.assert_allclose(batch.q[i], single.q, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(batch.events.time[i], single.events.time, atol=1e-10)
+        np.testing.assert_array_equal(batch.sliding[i], single.sliding)
+
+
+@pytest.mark.slow
+def test_gradients_through_stick_slip_match_finite_differences():
+    # d s(T)/d(mu_s, mu_k, mass, force_rate) for the ramp: closed form and central FD
+    m, g, th, ms, mk, rate, T = 2.0, 9.81, 0.3, 0.5, 0.3, 4.0, 4.5
+    ts = jnp.array([0.0, T])
+
+    def final(params):
+        ms_, mk_, m_, r_ = params
+        block = FrictionBlock(
+            mass=m_, g=g, incline=th, mu_static=ms_, mu_kinetic=mk_, force_rate=r_
+        )
+        return ukjax.simulate(block, jnp.zeros(2), jnp.zeros(2), ts).q[-1, 0]
+
+    p = jnp.array([ms, mk, m, rate])
+    grad = jax.jit(jax.grad(final))(p)
+    closed = lambda v: _ramp_closed_form(v[2], g, th, v[0], v[1], v[3], np.array([T]))[1][0]
+    fd = np.array(
+        [(closed(np.asarray(p) + e) - closed(np.asarray(p) - e)) / 2e-6 for e in 1e-6 * np.eye(4)]
+    )
+    np.testing.assert_allclose(grad, fd, rtol=1e-6)
+    sim_fd = jax.jit(final)
+    for i in (0, 1):
+        e = 1e-5 * np.eye(4)[i]
+        fd_i = (float(sim_fd(p + e)) - float(sim_fd(p - e))) / 2e-5
+        np.testing.assert_allclose(grad[i], fd_i, rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_gradient_through_reversals_of_the_rough_table():
+    # x(T) after four reversals, w.r.t. mu_k and k (away from the stick)
+    ts = jnp.array([0.0, 1.1])
+
+    def final(params):
+        mk, k = params
+        block = FrictionBlock(stiffness=k, mu_static=0.3, mu_kinetic=mk)
+        return ukjax.simulate(block, jnp.array([0.5, 0.0]), jnp.zeros(2), ts).q[-1, 0]
+
+    p = jnp.array([0.2, 100.0])
+    grad = jax.jit(jax.grad(final))(p)
+    f = jax.jit(final)
+    for i, h in ((0, 1e-6), (1, 1e-4)):
+        e = h * np.eye(2)[i]
+        fd = (float(f(p + e)) - float(f(p - e))) / (2 * h)
+        np.testing.assert_allclose(grad[i], fd, rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_rough_table_in_float32():
+    with jax.enable_x64(False):
+        block = FrictionBlock(stiffness=100.0, mu_static=0.3, mu_kinetic=0.2)
+        ts = jnp.linspace(0.0, 5.0, 101, dtype=jnp.float32)
+        sol = ukjax.simulate(block, jnp.array([0.5, 0.0], jnp.float32), jnp.zeros(2), ts)
+        assert sol.q.dtype == jnp.float32 and sol.result == ukjax.RESULTS.successful
+    turns = rough_table_turning_points(1.0, 9.81, 100.0, 0.3, 0.2, 0.5, 100)
+    n = int(sol.events.count)
+    assert n == len(turns)
+    np.testing.assert_allclose(sol.events.time[:n], [t for t, _ in turns], atol=1e-4)
+    np.testing.assert_allclose(sol.q[-1, 0], turns[-1][1], atol=1e-4)

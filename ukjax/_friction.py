@@ -1,0 +1,318 @@
+r"""Coulomb friction on unilateral contacts: strategy objects and the frictional UK solve.
+
+A system declares, per unilateral contact $i$ (:meth:`ukjax.System.unilateral`), the
+tangential velocity row and the coefficients with `System.friction(t, q)`, returning
+`(T, mu_static, mu_kinetic)`: `T` of shape (k, 1, n) (or (k, n)), so that the sliding
+velocity is $v_i = T_i(q, t)\,\dot q$; the coefficients are scalars or (k,) arrays. Planar
+(d = 1) tangents are supported; an isotropic friction cone in 3-D (d = 2) is not.
+
+Friction acts only while a contact is **engaged** (a persistent rigid contact, or a
+compliant one): its normal force $N_i$ is then the UK multiplier of the contact row, so it
+varies with the motion. Each engaged contact is **stuck** or **sliding** with direction
+$s_i = \pm 1$:
+
+- stuck: the constraint $v_i = 0$ is imposed through the UK equation at the acceleration
+  level ($T_i\ddot q = -\dot T_i\dot q$); its UK constraint force $\lambda_{t,i}$ (the
+  force along $T_i$) *is* the friction force, and it is admissible while
+  $|\lambda_{t,i}| \le \mu_s N_i$;
+- sliding: an impressed (non-ideal, Udwadia 2004) force $C = -\mu_k N_i s_i T_i^T$. The
+  UK acceleration is affine in $C$ and $N$ is affine in the acceleration, so the normal
+  forces of the sliding contacts solve the small linear system $(I - J)N = N_0$ with
+  $N_0$ the normal forces without sliding friction and $J = \partial N/\partial\nu$ for
+  $C = W\nu$, $W = [-\mu_{k,i}s_iT_i^T]$. $\det(I - J) \le 0$ is Painlevé's paradox.
+
+The strategies:
+
+- :class:`Coulomb` (default): exact and event-driven. A stuck contact starts to slide
+  when $\mu_s N_i - |\lambda_{t,i}|$ crosses zero, in the direction $s_i =
+  -\operatorname{sgn}\lambda_{t,i}$ (opposite to the friction force that held it); a
+  sliding contact's $s_iv_i$ crossing zero ends the slide: it sticks if the stuck
+  friction force is admissible ($|\lambda_{t,i}| \le \mu_s N_i$), and slides back
+  otherwise. At each such event the velocity is projected (UK impulsive projection,
+  Bajodah 2003 ch. 6) so that $v_i = 0$ exactly: a stuck contact does not creep.
+- :class:`VelocityTolerance`: the velocity-tolerance rule of Bajodah 2003, §5.8–5.9
+  (eqs 379–386), evaluated at every state with no events: slide if $|v_i| > \delta$ or
+  the friction needed to hold it exceeds $\mu_s N_i$, else impose the damped stick
+  phase $\dot v_i = -a v_i$ as an acceleration constraint.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from ._linalg import pinv_solve
+from ._system import System
+from ._uk import UKTerms
+from ._uk_solvers import AbstractUKSolver
+
+
+class AbstractFriction(eqx.Module):
+    """Base class of friction laws for engaged unilateral contacts (module docstring)."""
+
+    event_driven: eqx.AbstractClassVar[bool]
+    """Whether stick and slip are modes switched by events (else chosen at every state)."""
+
+    def speed_tol(self, dtype) -> float:
+        """Tangential speed below which a contact that (re)engages may stick."""
+        return float(jnp.finfo(dtype).eps) ** (1 / 3)
+
+    @abc.abstractmethod
+    def pointwise_modes(self, fs: FrictionState, hold_force, normal) -> tuple[jax.Array, jax.Array]:
+        """(sliding direction (k,) int, stick target (k,)) at a state, for laws that are
+        not event-driven. `hold_force` is the friction force that would hold each contact
+        with zero tangential acceleration, `normal` the normal forces."""
+
+
+class Coulomb(AbstractFriction):
+    r"""Exact Coulomb friction with sticking, event-driven (module docstring).
+
+    Static and kinetic coefficients come from `System.friction`; $\mu_s \ge \mu_k \ge 0$
+    is required. Stick and slip are exact modes: while stuck the tangential velocity is
+    zero to round-off (no creep, unlike regularised or soft-contact friction), and every
+    switch is an event in `Solution.events` (kinds `"stick"` and `"slip"`).
+
+    - `stick_below`: a contact that engages (or starts engaged) with tangential speed at
+      most this sticks if the static bound allows (default $\epsilon^{1/3}$, 6e-6 in
+      float64); faster, it slides.
+
+    Example:
+        >>> import ukjax
+        >>> ukjax.Coulomb().event_driven
+        True
+    """
+
+    stick_below: float | None = eqx.field(static=True, default=None)
+    event_driven: ClassVar[bool] = True
+
+    def speed_tol(self, dtype) -> float:
+        eps = float(jnp.finfo(dtype).eps)
+        return eps ** (1 / 3) if self.stick_below is None else self.stick_below
+
+    def pointwise_modes(self, fs, hold_force, normal):
+        raise NotImplementedError("Coulomb friction is event-driven.")
+
+    def event_value(self, engaged, sliding, fs: FrictionState, normal, tangential):
+        r"""Per contact: $\mu_sN - |\lambda_t|$ while stuck, $s\,v$ while sliding."""
+        stuck = jnp.where(engaged & (sliding == 0), fs.mu_s * normal - jnp.abs(tangential), 1.0)
+        return jnp.where(engaged & (sliding != 0), sliding * fs.vt, stuck)
+
+
+class VelocityTolerance(AbstractFriction):
+    r"""Bajodah 2003's stick–slip rule with a velocity tolerance and a damped stick phase
+    (§5.8–5.9, eqs 379–386), generalised to UK contact forces.
+
+    At every state, per engaged contact: with $F_i$ the friction force that would hold
+    the tangential acceleration at zero (the negative of the net applied tangential
+    force, $-(F_{s2} - F_{s1})$ for the thesis's block),
+
+    - **slide** if $|v_i| > \delta$, or if $|v_i| \le \delta$ and $\mu_s N_i < |F_i|$,
+      with kinetic friction $-\mu_k N_i s_i$; the direction is $s_i = \operatorname{sgn}
+      v_i$ when $|v_i| > \delta$. Below the tolerance the thesis keeps $\operatorname{sgn}
+      v_i$ with $\operatorname{sgn}(0) = -1$ (eqs 382–383, `literal=True`); the physically
+      consistent choice (default) slides along the net applied force, $s_i =
+      -\operatorname{sgn} F_i$ (SEED_CASES erratum for Ex. 5.3);
+    - otherwise **stick** through the acceleration constraint $\dot v_i = -a\,v_i$, whose
+      UK constraint force is the friction force.
+
+    The switches happen inside the right-hand side (no events), so the motion creeps at
+    speeds up to $\delta$ and an adaptive solver meets discontinuities; use a fixed-step
+    solver as the thesis does (RK4, `ukjax.RK4()`), or :class:`Coulomb` for exact sticking.
+
+    - `tolerance` $\delta > 0$ (the thesis leaves it open; default 1e-3).
+    - `damping` $a > 0$ (the thesis's $a = b = 2$).
+    - `literal`: use the thesis's $\operatorname{sgn}$ below the tolerance.
+
+    Example:
+        >>> import ukjax
+        >>> law = ukjax.VelocityTolerance(tolerance=1e-3, damping=2.0)
+        >>> law.event_driven, law.literal
+        (False, False)
+    """
+
+    tolerance: float | jax.Array = 1e-3
+    damping: float | jax.Array = 2.0
+    literal: bool = eqx.field(static=True, default=False)
+    event_driven: ClassVar[bool] = False
+
+    def __check_init__(self):
+        for name in ("tolerance", "damping"):
+            value = getattr(self, name)
+            if isinstance(value, (int, float)) and not value > 0:
+                raise ValueError(f"VelocityTolerance: {name} must be > 0; got {value}.")
+
+    def pointwise_modes(self, fs, hold_force, normal):
+        dtype = fs.vt.dtype
+        slow = jnp.abs(fs.vt) <= jnp.asarray(self.tolerance, dtype)
+        exceeds = fs.mu_s * normal < jnp.abs(hold_force)
+        slide = ~slow | exceeds
+        sgn_v = jnp.where(fs.vt > 0, 1, -1)  # eqs 382-383: sgn(0) = -1
+        consistent = jnp.where(hold_force > 0, -1, 1)  # along the net applied force
+        direction = jnp.where(slow & ~jnp.asarray(self.literal), consistent, sgn_v)
+        sliding = jnp.where(slide, direction, 0).astype(jnp.int32)
+        target = -jnp.asarray(self.damping, dtype) * fs.vt
+        return sliding, target
+
+
+class FrictionState(eqx.Module):
+    """The tangential quantities of every contact at one state: rows `T` (k, n), sliding
+    velocities `vt` = T qd, the acceleration-free part `Tdqd` of their rates, and the
+    coefficients (k,)."""
+
+    T: jax.Array
+    vt: jax.Array
+    Tdqd: jax.Array
+    mu_s: jax.Array
+    mu_k: jax.Array
+
+
+def _rows(system: System, t, q, k: int):
+    out = system.friction(t, q)
+    if out is None or len(out) != 3:
+        raise ValueError(
+            f"{type(system).__name__}.friction must return (T, mu_static, mu_kinetic); got {out!r}."
+        )
+    T, mu_s, mu_k = out
+    T = jnp.asarray(T, q.dtype)
+    n = q.shape[0]
+    if T.ndim == 3 and T.shape[1] != 1:
+        raise ValueError(
+            f"{type(system).__name__}.friction: T has d = {T.shape[1]} tangent directions per "
+            "contact; only planar contact (d = 1) is supported. Declare one tangent row per "
+            "contact, T of shape (k, 1, n)."
+        )
+    T = T.reshape(T.shape[0], -1) if T.ndim == 3 else T
+    if T.shape != (k, n):
+        raise ValueError(
+            f"{type(system).__name__}.friction: T must have shape ({k}, 1, {n}) (one tangent "
+            f"row per unilateral contact, one column per coordinate); got {jnp.shape(out[0])}."
+        )
+
+    def coefficient(mu, name):
+        mu = jnp.asarray(mu, q.dtype)
+        if mu.ndim > 1 or (mu.ndim == 1 and mu.shape[0] not in (1, k)):
+            raise ValueError(
+                f"{type(system).__name__}.friction: {name} must be a scalar or have shape "
+                f"({k},); got {mu.shape}."
+            )
+        return jnp.broadcast_to(mu, (k,))
+
+    return T, coefficient(mu_s, "mu_static"), coefficient(mu_k, "mu_kinetic")
+
+
+def friction_state(system: System, t, q, qd, k: int) -> FrictionState:
+    r"""$T$, $v = T\dot q$, $\dot T\dot q$ (by a `jvp` along $(1, \dot q)$) and $\mu_s, \mu_k$."""
+    T, mu_s, mu_k = _rows(system, t, q, k)
+    velocity = lambda t_, q_: _rows(system, t_, q_, k)[0] @ qd
+    one = jnp.ones((), q.dtype)
+    vt, Tdqd = jax.jvp(velocity, (t, q), (one, qd))
+    return FrictionState(T, vt, Tdqd, mu_s, mu_k)
+
+
+def check_friction(friction) -> AbstractFriction:
+    """`friction`, or a TypeError that says what to pass."""
+    if not isinstance(friction, AbstractFriction):
+        raise TypeError(
+            "friction must be a friction law: ukjax.Coulomb() or "
+            f"ukjax.VelocityTolerance(tolerance=..., damping=...); got {friction!r}."
+        )
+    return friction
+
+
+class FrictionalSolve(eqx.Module):
+    """The UK equation with friction: its `terms`, the stacked rows `A`, `b`, the total
+    non-ideal force `C`, the multipliers `lam` of every row, and the contacts' `normal`
+    and `tangential` forces (tangential: the friction force along T, stuck or sliding)."""
+
+    terms: UKTerms
+    A: jax.Array
+    b: jax.Array
+    C: jax.Array
+    normal: jax.Array
+    tangential: jax.Array
+
+
+def multipliers(A, terms: UKTerms, C=None) -> jax.Array:
+    r"""Least-squares $A^T\lambda = M\ddot q - Q - C$ (minimum norm for redundant rows).
+
+    The force of the rows is the whole ideal part of the constraint force: `Qc_ideal`
+    ($MA_M^+(b - Aa)$, $a = M^{-1}Q$) less the part $MA_M^+AM^{-1}C$ that the rows take
+    from a non-ideal force $C$ (Udwadia 2004, eqs 11-12)."""
+    Qc = terms.Qc_ideal if C is None else terms.Qc_ideal + terms.Qc_nonideal - C
+    return pinv_solve(A.T, Qc[:, None])[:, 0]
+
+
+def frictional_solve(
+    M, Q, A, b, C, fs: FrictionState, engaged, sliding, stick_target, uk_solver: AbstractUKSolver
+) -> FrictionalSolve:
+    r"""The UK acceleration with the engaged contacts' friction. `A`, `b` hold the
+    bilateral rows and then the k contact rows (zero rows for free contacts); stuck
+    contacts add $T_i\ddot q = $ `stick_target` $- \dot T_i\dot q$; sliding ones the force
+    $-\mu_kN_is_iT_i^T$ with $N$ from $(I - J)N = N_0$ (module docstring).
+
+    Everything is affine in the sliding contacts' normal forces $\nu$ ($C = C_0 + W\nu$),
+    so one Cholesky factorisation $M = LL^T$ and one UK pseudo-inverse $B^+$ ($B =
+    AL^{-T}$), applied to the columns $[Q, C_0, W]$, give $\ddot q$ and the multipliers
+    $\lambda = (B^+)^TB^+E$ (the minimum-norm solution of $A^T\lambda = LB^+E$) for
+    every $\nu$; then $N$ solves the k-by-k system."""
+    k, n = fs.T.shape
+    m_normal = A.shape[0] - k
+    stuck = engaged & (sliding == 0)
+    A2 = jnp.concatenate([A, jnp.where(stuck[:, None], fs.T, 0.0)])
+    b2 = jnp.concatenate([b, jnp.where(stuck, stick_target - fs.Tdqd, 0.0)])
+    slide = (engaged & (sliding != 0)).astype(fs.T.dtype)
+    W = (-(fs.mu_k * sliding * slide)[:, None] * fs.T).T  # (n, k)
+    C0 = jnp.zeros_like(Q) if C is None else C
+    ops = uk_solver.kernels.ops(n)
+    L = ops.cholesky(M)
+    solve_M = lambda V: ops.solve_lower_t(L, ops.solve_lower(L, V))
+    F = jnp.concatenate([Q[:, None], C0[:, None], W], axis=1)  # (n, 2 + k) force columns
+    acc = solve_M(F)  # unconstrained accelerations of each column
+    B = ops.solve_lower(L, A2.T).T  # A L^{-T}
+    E = -A2 @ acc
+    E = E.at[:, 0].add(b2)  # b enters with Q's column only
+    P = uk_solver.pinv(B, jnp.eye(B.shape[0], dtype=B.dtype), ops)  # B^+
+    Z = P @ E
+    qdd_cols = acc + ops.solve_lower_t(L, Z)
+    Qc_cols = L @ Z  # the ideal constraint force of each column (M qdd - force)
+    # A^T lam = L Z  <=>  B^T lam = Z: the minimum-norm lam is (B^T)^+ Z = (B^+)^T Z
+    lam_cols = P.T @ Z  # (m2, 2 + k)
+    N0 = lam_cols[m_normal : m_normal + k, 0] + lam_cols[m_normal : m_normal + k, 1]
+    J = lam_cols[m_normal : m_normal + k, 2:]
+    N = jnp.linalg.solve(jnp.eye(k, dtype=Q.dtype) - J, N0)
+    weights = jnp.concatenate([jnp.ones(2, Q.dtype), N])  # the columns' coefficients
+    qdd, lam, z, e = qdd_cols @ weights, lam_cols @ weights, Z @ weights, E @ weights
+    C2 = C0 + W @ N
+    r_ls = B @ z - e  # the part of b - A a_C outside the range of A
+    scale = jnp.linalg.norm(e) + jnp.linalg.norm(B) * jnp.linalg.norm(z)
+    terms = UKTerms(
+        qdd=qdd,
+        a=acc[:, 0],
+        Qc_ideal=Qc_cols[:, 0],
+        Qc_nonideal=C2 + Qc_cols[:, 1:] @ weights[1:],
+        residual=A2 @ qdd - b2,
+        inconsistency=jnp.linalg.norm(r_ls) / jnp.maximum(scale, jnp.finfo(Q.dtype).tiny),
+        spd_ok=jnp.all(jnp.isfinite(L)),
+    )
+    normal = lam[m_normal : m_normal + k]
+    kinetic = -fs.mu_k * sliding * normal
+    tangential = jnp.where(stuck, lam[m_normal + k :], jnp.where(slide > 0, kinetic, 0.0))
+    return FrictionalSolve(terms, A2, b2, C2, normal, tangential)
+
+
+def pointwise_solve(
+    law: AbstractFriction, M, Q, A, b, C, fs: FrictionState, engaged, uk_solver
+) -> tuple[FrictionalSolve, jax.Array]:
+    """For a law that is not event-driven: a trial solve with every engaged contact held
+    (zero tangential acceleration) gives the holding forces; the law picks the modes; the
+    final solve uses them. Returns the solve and the sliding directions."""
+    k = fs.T.shape[0]
+    held = jnp.zeros(k, jnp.int32)
+    trial = frictional_solve(M, Q, A, b, C, fs, engaged, held, jnp.zeros(k, Q.dtype), uk_solver)
+    sliding, target = law.pointwise_modes(fs, trial.tangential, trial.normal)
+    sliding = jnp.where(engaged, sliding, 0)
+    return frictional_solve(M, Q, A, b, C, fs, engaged, sliding, target, uk_solver), sliding
