@@ -77,6 +77,33 @@ def test_stuck_block_does_not_creep_over_10_seconds():
     np.testing.assert_allclose(Ft[0], m * g * np.sin(th) + 0.6 * margin, rtol=1e-12)
 
 
+def test_block_launched_down_a_slope_decelerates_and_sticks():
+    # tan(0.2) < mu_s: kinetic friction decelerates the slide at g (mu_k cos - sin) to rest
+    g, th, ms, mk, v0 = 9.81, 0.2, 0.5, 0.4, -2.0
+    block = _block(g=g, incline=th, mu_static=ms, mu_kinetic=mk)
+    ts = jnp.linspace(0.0, 3.0, 201)
+    sol = jax.jit(lambda b: ukjax.simulate(b, jnp.zeros(2), jnp.array([v0, 0.0]), ts))(block)
+    a = g * (mk * np.cos(th) - np.sin(th))
+    t_stop = -v0 / a
+    assert int(sol.events.count) == 1 and ukjax.EVENT_KINDS[int(sol.events.kind[0])] == "stick"
+    assert abs(float(sol.events.time[0]) - t_stop) < 1e-9
+    t = np.minimum(np.asarray(ts), t_stop)
+    np.testing.assert_allclose(sol.q[:, 0], v0 * t + 0.5 * a * t**2, rtol=0, atol=1e-9)
+    after = np.asarray(ts) > t_stop
+    assert np.max(np.abs(np.asarray(sol.qd)[after])) == 0.0  # held exactly
+    assert np.all(np.asarray(sol.sliding)[after, 0] == 0)
+
+
+def test_block_on_a_slope_steeper_than_the_static_bound_slides_from_rest():
+    g, th, mk = 9.81, 0.6, 0.3  # tan(0.6) = 0.68 > mu_s = 0.5
+    block = _block(g=g, incline=th, mu_static=0.5, mu_kinetic=mk)
+    ts = jnp.linspace(0.0, 5.0, 201)
+    sol = _run(block, jnp.zeros(2), ts)
+    a = g * (mk * np.cos(th) - np.sin(th))
+    assert int(sol.events.count) == 0 and np.all(np.asarray(sol.sliding)[:, 0] == -1)
+    np.testing.assert_allclose(sol.q[:, 0], 0.5 * a * np.asarray(ts) ** 2, rtol=0, atol=1e-9)
+
+
 def test_mass_spring_on_rough_table_amplitude_and_rest():
     m, g, k, ms, mk, x0 = 1.0, 9.81, 100.0, 0.3, 0.2, 0.5
     block = _block(mass=m, g=g, stiffness=k, mu_static=ms, mu_kinetic=mk)
@@ -273,6 +300,38 @@ class _WrongRows(FrictionBlock):
 def test_malformed_friction_declarations_raise(system, match):
     with pytest.raises(ValueError, match=match):
         ukjax.simulate(system, jnp.zeros(2), jnp.zeros(2), jnp.linspace(0.0, 1.0, 3))
+
+
+class CartesianSlope(ukjax.System):
+    """A point mass in plain Cartesian coordinates on a surface tilted by `theta`."""
+
+    theta: float = 0.6
+    g: float = 9.81
+
+    def kinetic_energy(self, t, q, qd):
+        return 0.5 * qd @ qd
+
+    def potential_energy(self, t, q):
+        return self.g * q[1]
+
+    def unilateral(self, t, q):
+        return jnp.array([-q[0] * jnp.sin(self.theta) + q[1] * jnp.cos(self.theta)])
+
+    def friction(self, t, q):
+        return jnp.array([[jnp.cos(self.theta), jnp.sin(self.theta)]]), 0.5, 0.3
+
+
+@pytest.mark.slow
+def test_cartesian_block_with_tangent_rows_as_k_by_n():
+    # T given as (k, n); the slope is steeper than the static bound: slides from rest
+    ts = jnp.linspace(0.0, 3.0, 31)
+    sol = ukjax.simulate(CartesianSlope(), jnp.zeros(2), jnp.zeros(2), ts)
+    th, g = 0.6, 9.81
+    s = np.asarray(sol.q) @ np.array([np.cos(th), np.sin(th)])
+    a = g * (0.3 * np.cos(th) - np.sin(th))
+    np.testing.assert_allclose(s, 0.5 * a * np.asarray(ts) ** 2, rtol=0, atol=1e-9)
+    normal = np.asarray(sol.q) @ np.array([-np.sin(th), np.cos(th)])
+    assert np.max(np.abs(normal)) < 1e-10
 
 
 @pytest.mark.slow
