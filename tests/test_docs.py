@@ -21,8 +21,9 @@ MODULES = sorted(
 NO_EXAMPLE = {"ukjax._cli", "ukjax._errors", "ukjax._probe", "ukjax._sweep_store", "ukjax.systems"}
 
 
-# Docstring examples that take long (a whole fit) run with the slow tests.
-SLOW_MODULES = {"ukjax._fit"}
+# Docstring examples that take long (a whole fit, a whole sweep: both have their own tests in
+# the default suite) run with the slow tests.
+SLOW_MODULES = {"ukjax._fit", "ukjax._sweep"}
 
 
 @pytest.mark.parametrize(

@@ -240,7 +240,7 @@ def test_sweep_reports_bad_trajectories_and_keeps_the_others(tmp_path, capfd):
     "damage",
     [
         "zeros",
-        "truncated",
+        pytest.param("truncated", marks=pytest.mark.slow),
         pytest.param("fewer_rows", marks=pytest.mark.slow),
         pytest.param("deleted_record", marks=pytest.mark.slow),
     ],

@@ -19,8 +19,8 @@ from ukjax.systems import FrictionBlock, TwoBlockFriction
 
 
 @jax.jit
-def _run(block, q0, ts):
-    return ukjax.simulate(block, q0, jnp.zeros(2), ts, throw=False)
+def _run(block, q0, ts, qd0=jnp.zeros(2)):
+    return ukjax.simulate(block, q0, qd0, ts, throw=False)
 
 
 def _block(**kw):
@@ -82,7 +82,8 @@ def test_block_launched_down_a_slope_decelerates_and_sticks():
     g, th, ms, mk, v0 = 9.81, 0.2, 0.5, 0.4, -2.0
     block = _block(g=g, incline=th, mu_static=ms, mu_kinetic=mk)
     ts = jnp.linspace(0.0, 3.0, 201)
-    sol = jax.jit(lambda b: ukjax.simulate(b, jnp.zeros(2), jnp.array([v0, 0.0]), ts))(block)
+    sol = _run(block, jnp.zeros(2), ts, jnp.array([v0, 0.0]))
+    assert sol.result == ukjax.RESULTS.successful
     a = g * (mk * np.cos(th) - np.sin(th))
     t_stop = -v0 / a
     assert int(sol.events.count) == 1 and ukjax.EVENT_KINDS[int(sol.events.kind[0])] == "stick"
@@ -220,6 +221,7 @@ def test_velocity_tolerance_literal_rule_pushes_with_the_load():
     np.testing.assert_allclose([Ft[0], Ft_lit[0]], [-mu * m * g, mu * m * g], rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_velocity_tolerance_damped_stick_phase_closed_form():
     # below the tolerance with the spring force inside the static bound: u' = -a u
     m, g, k, mu, x0, u0, a = 1.0, 9.81, 10.0, 0.5, 0.1, 5e-4, 3.0
@@ -352,50 +354,41 @@ def test_batch_members_have_their_own_mode_sequences():
         np.testing.assert_array_equal(batch.sliding[i], single.sliding)
 
 
-@pytest.mark.slow
-def test_gradients_through_stick_slip_match_finite_differences():
-    # d s(T)/d(mu_s, mu_k, mass, force_rate) for the ramp: closed form and central FD
-    m, g, th, ms, mk, rate, T = 2.0, 9.81, 0.3, 0.5, 0.3, 4.0, 4.5
-    ts = jnp.array([0.0, T])
-
-    def final(params):
-        ms_, mk_, m_, r_ = params
-        block = FrictionBlock(
-            mass=m_, g=g, incline=th, mu_static=ms_, mu_kinetic=mk_, force_rate=r_
-        )
-        return ukjax.simulate(block, jnp.zeros(2), jnp.zeros(2), ts).q[-1, 0]
-
-    p = jnp.array([ms, mk, m, rate])
-    grad = jax.jit(jax.grad(final))(p)
-    closed = lambda v: _ramp_closed_form(v[2], g, th, v[0], v[1], v[3], np.array([T]))[1][0]
-    fd = np.array(
-        [(closed(np.asarray(p) + e) - closed(np.asarray(p) - e)) / 2e-6 for e in 1e-6 * np.eye(4)]
+def _final_position(p, x0, T):
+    """s(T) of a FrictionBlock with (mu_s, mu_k, mass, force rate, stiffness, incline) = p."""
+    block = FrictionBlock(
+        mass=p[2], incline=p[5], stiffness=p[4], force_rate=p[3], mu_static=p[0], mu_kinetic=p[1]
     )
-    np.testing.assert_allclose(grad, fd, rtol=1e-6)
-    sim_fd = jax.jit(final)
-    for i in (0, 1):
-        e = 1e-5 * np.eye(4)[i]
-        fd_i = (float(sim_fd(p + e)) - float(sim_fd(p - e))) / 2e-5
-        np.testing.assert_allclose(grad[i], fd_i, rtol=1e-5)
+    ts = jnp.stack([jnp.zeros_like(T), T])
+    return ukjax.simulate(block, jnp.stack([x0, 0.0]), jnp.zeros(2), ts).q[-1, 0]
 
 
 @pytest.mark.slow
-def test_gradient_through_reversals_of_the_rough_table():
-    # x(T) after four reversals, w.r.t. mu_k and k (away from the stick)
-    ts = jnp.array([0.0, 1.1])
+def test_gradients_through_stick_slip_match_closed_form_and_finite_differences():
+    final, grad = jax.jit(_final_position), jax.jit(jax.grad(_final_position))
 
-    def final(params):
-        mk, k = params
-        block = FrictionBlock(stiffness=k, mu_static=0.3, mu_kinetic=mk)
-        return ukjax.simulate(block, jnp.array([0.5, 0.0]), jnp.zeros(2), ts).q[-1, 0]
+    def fd(p, x0, T, i, h):
+        e = h * np.eye(6)[i]
+        return (float(final(p + e, x0, T)) - float(final(p - e, x0, T))) / (2 * h)
 
-    p = jnp.array([0.2, 100.0])
-    grad = jax.jit(jax.grad(final))(p)
-    f = jax.jit(final)
-    for i, h in ((0, 1e-6), (1, 1e-4)):
-        e = h * np.eye(2)[i]
-        fd = (float(f(p + e)) - float(f(p - e))) / (2 * h)
-        np.testing.assert_allclose(grad[i], fd, rtol=1e-5)
+    # 1. the ramp: through the stick -> slip event; closed-form derivative of s(T)
+    p = jnp.array([0.5, 0.3, 2.0, 4.0, 0.0, 0.3])
+    x0, T = jnp.asarray(0.0), jnp.asarray(4.5)
+    g = np.asarray(grad(p, x0, T))
+    closed = lambda v: _ramp_closed_form(v[2], 9.81, v[5], v[0], v[1], v[3], np.array([4.5]))[1][0]
+    steps = 1e-6 * np.eye(6)
+    exact = np.array(
+        [(closed(np.asarray(p) + e) - closed(np.asarray(p) - e)) / 2e-6 for e in steps]
+    )
+    np.testing.assert_allclose(g[[0, 1, 2, 3, 5]], exact[[0, 1, 2, 3, 5]], rtol=1e-6)
+    for i in (0, 1):
+        np.testing.assert_allclose(g[i], fd(p, x0, T, i, 1e-5), rtol=1e-5)
+    # 2. the rough table: x(T) after four reversals, w.r.t. mu_k and the stiffness
+    p = jnp.array([0.3, 0.2, 1.0, 0.0, 100.0, 0.0])
+    x0, T = jnp.asarray(0.5), jnp.asarray(1.1)
+    g = np.asarray(grad(p, x0, T))
+    for i, h in ((1, 1e-6), (4, 1e-4)):
+        np.testing.assert_allclose(g[i], fd(p, x0, T, i, h), rtol=1e-5)
 
 
 @pytest.mark.slow

@@ -88,6 +88,7 @@ def test_log_spiral_constraint_forces_by_metric(rng):
         )
 
 
+@pytest.mark.slow  # also examples/projectile_polar.py
 def test_metric_matters_on_a_spiral_wire():
     """A bead on r = R + k theta (one constraint, two coordinates): the Lagrangian metric
     matches the minimal-coordinate equation (k^2 + r^2) theta'' + r k theta'^2 =

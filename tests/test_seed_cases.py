@@ -132,6 +132,7 @@ def test_nonintegrable_pfaffian_leaves_every_such_surface():
 # --- simple_pendulum_lagrange_hamilton and pendulum_cartesian_uk (seed 001) ----------
 
 
+@pytest.mark.slow  # also examples/simple_pendulum_lagrange_hamilton.py
 def test_lagrange_cartesian_and_hamilton_pendulums_agree():
     """ukjax's autodiff Lagrangian (theta) and Cartesian UK pendulums against scipy on the
     hand-written Hamilton equations (eqs 21h-i, corrected)."""

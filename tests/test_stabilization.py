@@ -194,6 +194,7 @@ def test_swarm_converges_to_regular_pentagon_without_collisions():
     assert side == pytest.approx(0.3618034, abs=1e-7)  # SEED_CASES.md [DER]
 
 
+@pytest.mark.slow  # compile-bound; the _projection doctest checks Projection by default
 def test_projection_keeps_residuals_at_round_off():
     sys = DoubleRodPendulum()
     q0, qd0 = sys.initial_state()

@@ -36,6 +36,16 @@ def eager(test):
     return run
 
 
+def two_speeds(check, strategies, default: int, thorough: int):
+    """A property test twice: `default` hypothesis examples in the default suite and
+    `thorough` in the slow suite (the same check; the default suite stays short)."""
+
+    def make(examples):
+        return settings(max_examples=examples, deadline=None)(given(*strategies)(eager(check)))
+
+    return make(default), pytest.mark.slow(make(thorough))
+
+
 @st.composite
 def problems(draw):
     # A few shapes (compiled once each and shared by the tests of this file); the rank, the
@@ -53,16 +63,18 @@ def problems(draw):
     return M, Q, A, b, C
 
 
-@settings(max_examples=12, deadline=None)
-@given(problems(), st.sampled_from(METHODS))
-@eager
-def test_matches_dense_reference(problem, method):
+def _matches_dense_reference(problem, method):
     M, Q, A, b, C = problem
     qdd = ukjax.udwadia_kalaba(M, Q, A, b, C, uk_solver=SOLVERS[method])
     ref = uk_reference(M, Q, A, b, C)
     np.testing.assert_allclose(qdd, ref, rtol=1e-7, atol=1e-7 * (1 + np.abs(ref).max()))
     # The constraints hold exactly (b is consistent by construction).
     np.testing.assert_allclose(A @ np.asarray(qdd), b, atol=1e-8 * (1 + np.abs(b).max()))
+
+
+test_matches_dense_reference, test_matches_dense_reference_thorough = two_speeds(
+    _matches_dense_reference, (problems(), st.sampled_from(METHODS)), 5, 12
+)
 
 
 @st.composite
@@ -76,10 +88,7 @@ def full_rank_problems(draw):
     return M, rng.standard_normal(n), A, b, C
 
 
-@settings(max_examples=10, deadline=None)
-@given(full_rank_problems(), st.sampled_from(["lapack", "unrolled"]))
-@eager
-def test_cholesky_solver_matches_dense_reference_at_full_row_rank(problem, kernels):
+def _cholesky_solver_matches_dense_reference(problem, kernels):
     """ukjax.Cholesky (no fallback) against the independent NumPy reference."""
     M, Q, A, b, C = problem
     k = ukjax.LapackKernels() if kernels == "lapack" else ukjax.UnrolledKernels()
@@ -88,10 +97,18 @@ def test_cholesky_solver_matches_dense_reference_at_full_row_rank(problem, kerne
     np.testing.assert_allclose(qdd, ref, rtol=1e-7, atol=1e-7 * (1 + np.abs(ref).max()))
 
 
-@settings(max_examples=25, deadline=None)
-@given(problems())
-@eager
-def test_gauss_principle(problem):
+(
+    test_cholesky_solver_matches_dense_reference_at_full_row_rank,
+    test_cholesky_solver_matches_dense_reference_at_full_row_rank_thorough,
+) = two_speeds(
+    _cholesky_solver_matches_dense_reference,
+    (full_rank_problems(), st.sampled_from(["lapack", "unrolled"])),
+    5,
+    10,
+)
+
+
+def _gauss_principle(problem):
     """The ideal UK acceleration minimises (qdd - a)^T M (qdd - a) over A qdd = b."""
     M, Q, A, b, _ = problem
     qdd = np.asarray(ukjax.udwadia_kalaba(M, Q, A, b))
@@ -108,10 +125,12 @@ def test_gauss_principle(problem):
     np.testing.assert_allclose(N.T @ M @ (qdd - a), 0, atol=1e-8 * (1 + np.abs(M @ a).max()))
 
 
-@settings(max_examples=25, deadline=None)
-@given(problems())
-@eager
-def test_forces_virtual_work_and_m_orthogonality(problem):
+test_gauss_principle, test_gauss_principle_thorough = two_speeds(
+    _gauss_principle, (problems(),), 10, 25
+)
+
+
+def _forces_virtual_work_and_m_orthogonality(problem):
     M, Q, A, b, C = problem
     if C is None:
         C = np.random.default_rng(1).standard_normal(M.shape[0])
@@ -128,6 +147,12 @@ def test_forces_virtual_work_and_m_orthogonality(problem):
     # The two acceleration corrections are M-orthogonal.
     d_i, d_ni = np.linalg.solve(M, Qi), np.linalg.solve(M, Qni)
     assert abs(d_i @ M @ d_ni) <= 1e-8 * scale**2
+
+
+(
+    test_forces_virtual_work_and_m_orthogonality,
+    test_forces_virtual_work_and_m_orthogonality_thorough,
+) = two_speeds(_forces_virtual_work_and_m_orthogonality, (problems(),), 6, 25)
 
 
 @pytest.mark.parametrize("method", METHODS)

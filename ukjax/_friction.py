@@ -2,9 +2,10 @@ r"""Coulomb friction on unilateral contacts: strategy objects and the frictional
 
 A system declares, per unilateral contact $i$ (:meth:`ukjax.System.unilateral`), the
 tangential velocity row and the coefficients with `System.friction(t, q)`, returning
-`(T, mu_static, mu_kinetic)`: `T` of shape (k, 1, n) (or (k, n)), so that the sliding
-velocity is $v_i = T_i(q, t)\,\dot q$; the coefficients are scalars or (k,) arrays. Planar
-(d = 1) tangents are supported; an isotropic friction cone in 3-D (d = 2) is not.
+`(T, mu_static, mu_kinetic)`: `T` of shape (k, 1, n) (or (k, n); (n,) for one contact), so
+that the sliding velocity is $v_i = T_i(q, t)\,\dot q$; the coefficients are scalars or
+(k,) arrays. Planar (d = 1) tangents are supported; an isotropic friction cone in 3-D
+(d = 2) is not.
 
 Friction acts only while a contact is **engaged** (a persistent rigid contact, or a
 compliant one): its normal force $N_i$ is then the UK multiplier of the contact row, so it
@@ -125,7 +126,8 @@ class VelocityTolerance(AbstractFriction):
 
     - `tolerance` $\delta > 0$ (the thesis leaves it open; default 1e-3).
     - `damping` $a > 0$ (the thesis's $a = b = 2$).
-    - `literal`: use the thesis's $\operatorname{sgn}$ below the tolerance.
+    - `literal`: use the thesis's $\operatorname{sgn}$ below the tolerance (a Python bool,
+      or a boolean array to switch readings without recompiling).
 
     Example:
         >>> import ukjax
@@ -136,7 +138,7 @@ class VelocityTolerance(AbstractFriction):
 
     tolerance: float | jax.Array = 1e-3
     damping: float | jax.Array = 2.0
-    literal: bool = eqx.field(static=True, default=False)
+    literal: bool | jax.Array = False
     event_driven: ClassVar[bool] = False
 
     def __check_init__(self):
@@ -186,6 +188,7 @@ def _rows(system: System, t, q, k: int):
             "contact, T of shape (k, 1, n)."
         )
     T = T.reshape(T.shape[0], -1) if T.ndim == 3 else T
+    T = T[None, :] if T.ndim == 1 and k == 1 else T  # one contact's row, (n,)
     if T.shape != (k, n):
         raise ValueError(
             f"{type(system).__name__}.friction: T must have shape ({k}, 1, {n}) (one tangent "

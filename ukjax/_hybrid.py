@@ -539,7 +539,7 @@ class HybridIntegration(eqx.Module):
             code = RESULTS.where(bad, RESULTS.invalid_friction, code)
         if law.impulsive:  # a resting rigid contact is engaged only if it pushes
             engaged = self._drop_pulling(t, q, qd, Mode(engaged, sliding))
-        if field.friction is not None:
+        if field.friction_events:
             sliding, qd = self._settle(t, q, qd, Mode(engaged, sliding), engaged)
         sliding = jnp.where(engaged, sliding, 0).astype(jnp.int32)
         return Mode(engaged, sliding), qd, code, jnp.min(cs.g, initial=jnp.inf)
