@@ -39,7 +39,6 @@ The strategies:
 
 from __future__ import annotations
 
-import abc
 from typing import ClassVar
 
 import equinox as eqx
@@ -47,13 +46,21 @@ import jax
 import jax.numpy as jnp
 
 from ._linalg import pinv_solve
-from ._system import System
+from ._system import System, overrides
 from ._uk import UKTerms
 from ._uk_solvers import AbstractUKSolver
 
 
+def sgn(x) -> jax.Array:
+    """The sign as int32 with sgn(0) = -1 (Bajodah 2003, eqs 382-383): a sliding direction."""
+    return jnp.where(x > 0, 1, -1).astype(jnp.int32)
+
+
 class AbstractFriction(eqx.Module):
-    """Base class of friction laws for engaged unilateral contacts (module docstring)."""
+    """Base class of friction laws for engaged unilateral contacts (module docstring).
+
+    An event-driven law (`event_driven = True`) defines :meth:`event_value`; a law that
+    picks the modes at every state defines :meth:`pointwise_modes`."""
 
     event_driven: eqx.AbstractClassVar[bool]
     """Whether stick and slip are modes switched by events (else chosen at every state)."""
@@ -62,11 +69,15 @@ class AbstractFriction(eqx.Module):
         """Tangential speed below which a contact that (re)engages may stick."""
         return float(jnp.finfo(dtype).eps) ** (1 / 3)
 
-    @abc.abstractmethod
+    def event_value(self, engaged, sliding, fs: FrictionState, normal, tangential) -> jax.Array:
+        """Per contact: a value whose downward zero crossing switches its friction mode."""
+        raise NotImplementedError(f"{type(self).__name__} is not event-driven.")
+
     def pointwise_modes(self, fs: FrictionState, hold_force, normal) -> tuple[jax.Array, jax.Array]:
         """(sliding direction (k,) int, stick target (k,)) at a state, for laws that are
         not event-driven. `hold_force` is the friction force that would hold each contact
         with zero tangential acceleration, `normal` the normal forces."""
+        raise NotImplementedError(f"{type(self).__name__} is event-driven.")
 
 
 class Coulomb(AbstractFriction):
@@ -93,9 +104,6 @@ class Coulomb(AbstractFriction):
     def speed_tol(self, dtype) -> float:
         eps = float(jnp.finfo(dtype).eps)
         return eps ** (1 / 3) if self.stick_below is None else self.stick_below
-
-    def pointwise_modes(self, fs, hold_force, normal):
-        raise NotImplementedError("Coulomb friction is event-driven.")
 
     def event_value(self, engaged, sliding, fs: FrictionState, normal, tangential):
         r"""Per contact: $\mu_sN - |\lambda_t|$ while stuck, $s\,v$ while sliding."""
@@ -152,9 +160,8 @@ class VelocityTolerance(AbstractFriction):
         slow = jnp.abs(fs.vt) <= jnp.asarray(self.tolerance, dtype)
         exceeds = fs.mu_s * normal < jnp.abs(hold_force)
         slide = ~slow | exceeds
-        sgn_v = jnp.where(fs.vt > 0, 1, -1)  # eqs 382-383: sgn(0) = -1
-        consistent = jnp.where(hold_force > 0, -1, 1)  # along the net applied force
-        direction = jnp.where(slow & ~jnp.asarray(self.literal), consistent, sgn_v)
+        consistent = -sgn(hold_force)  # along the net applied force
+        direction = jnp.where(slow & ~jnp.asarray(self.literal), consistent, sgn(fs.vt))
         sliding = jnp.where(slide, direction, 0).astype(jnp.int32)
         target = -jnp.asarray(self.damping, dtype) * fs.vt
         return sliding, target
@@ -214,6 +221,26 @@ def friction_state(system: System, t, q, qd, k: int) -> FrictionState:
     one = jnp.ones((), q.dtype)
     vt, Tdqd = jax.jvp(velocity, (t, q), (one, qd))
     return FrictionState(T, vt, Tdqd, mu_s, mu_k)
+
+
+def invalid_coefficients(fs: FrictionState) -> jax.Array:
+    """Per contact: coefficients outside 0 <= mu_kinetic <= mu_static (or not finite)."""
+    finite = jnp.isfinite(fs.mu_s) & jnp.isfinite(fs.mu_k)
+    return ~finite | (fs.mu_k < 0) | (fs.mu_s < fs.mu_k)
+
+
+def sliding_from_speed(law: AbstractFriction, fs: FrictionState) -> jax.Array:
+    """The mode a contact takes when it engages: stuck (0) if its tangential speed is at
+    most the law's `speed_tol`, else sliding along its velocity."""
+    slow = jnp.abs(fs.vt) <= law.speed_tol(fs.vt.dtype)
+    return jnp.where(slow, 0, sgn(fs.vt)).astype(jnp.int32)
+
+
+def default_friction(system: System, friction) -> AbstractFriction | None:
+    """`friction`, or :class:`Coulomb` for a system that declares friction, else None."""
+    if friction is None and overrides(system, "friction"):
+        return Coulomb()
+    return friction
 
 
 def check_friction(friction) -> AbstractFriction:
@@ -309,13 +336,13 @@ def frictional_solve(
 
 def pointwise_solve(
     law: AbstractFriction, M, Q, A, b, C, fs: FrictionState, engaged, uk_solver
-) -> tuple[FrictionalSolve, jax.Array]:
+) -> FrictionalSolve:
     """For a law that is not event-driven: a trial solve with every engaged contact held
     (zero tangential acceleration) gives the holding forces; the law picks the modes; the
-    final solve uses them. Returns the solve and the sliding directions."""
+    final solve uses them."""
     k = fs.T.shape[0]
     held = jnp.zeros(k, jnp.int32)
     trial = frictional_solve(M, Q, A, b, C, fs, engaged, held, jnp.zeros(k, Q.dtype), uk_solver)
     sliding, target = law.pointwise_modes(fs, trial.tangential, trial.normal)
     sliding = jnp.where(engaged, sliding, 0)
-    return frictional_solve(M, Q, A, b, C, fs, engaged, sliding, target, uk_solver), sliding
+    return frictional_solve(M, Q, A, b, C, fs, engaged, sliding, target, uk_solver)

@@ -32,19 +32,22 @@ from ._dynamics import (
 from ._errors import code_error_if
 from ._friction import (
     AbstractFriction,
-    Coulomb,
     FrictionState,
+    default_friction,
     friction_state,
     frictional_solve,
+    invalid_coefficients,
     multipliers,
     pointwise_solve,
+    sgn,
+    sliding_from_speed,
 )
 from ._impulse import Impulses, impulse_jump, project_velocity, velocity_rows
 from ._initial import AbstractInitialConditions
 from ._residuals import as_rows, second_along_motion
 from ._results import RESULTS, promote
 from ._stabilization import AbstractStabilization, NoStabilization
-from ._system import System, as_time, check_state, floatify, overrides
+from ._system import System, as_time, check_state, floatify
 from ._uk import uk_terms
 from ._uk_solvers import AbstractUKSolver, CholeskyWithFallback
 
@@ -128,8 +131,7 @@ class Mode(eqx.Module):
 class HybridEval(eqx.Module):
     """One evaluation of the hybrid right-hand side: the UK evaluation `ev`, the contact
     quantities `cs`, the number `m` of bilateral rows, and with friction the tangential
-    state `fs`, the contacts' `normal` and `tangential` forces and the `sliding`
-    directions used."""
+    state `fs` and the contacts' `normal` and `tangential` forces."""
 
     ev: Evaluation
     cs: ContactState
@@ -137,7 +139,6 @@ class HybridEval(eqx.Module):
     fs: FrictionState | None = None
     normal: jax.Array | None = None
     tangential: jax.Array | None = None
-    sliding: jax.Array | None = None
 
 
 class HybridField(eqx.Module):
@@ -179,13 +180,10 @@ class HybridField(eqx.Module):
             fr = frictional_solve(
                 M, Q, A, b, C, fs, mode.engaged, mode.sliding, zeros, self.uk_solver
             )
-            sliding = mode.sliding
         else:
-            fr, sliding = pointwise_solve(
-                self.friction, M, Q, A, b, C, fs, mode.engaged, self.uk_solver
-            )
+            fr = pointwise_solve(self.friction, M, Q, A, b, C, fs, mode.engaged, self.uk_solver)
         ev = Evaluation(UKInputs(t, q, qd, M, Q, fr.A, fr.b, fr.C), fr.terms, infeasibility)
-        return HybridEval(ev, cs, m_bilateral, fs, fr.normal, fr.tangential, sliding)
+        return HybridEval(ev, cs, m_bilateral, fs, fr.normal, fr.tangential)
 
     def forces(self, he: HybridEval) -> jax.Array:
         r"""Contact (normal) multipliers (> 0 pushing): least-squares $A^T\lambda = Q_c$."""
@@ -200,7 +198,7 @@ class HybridField(eqx.Module):
         values = self.contact.event_value(mode.engaged, he.cs.g, he.cs.gd, force)
         if not self.friction_events:
             return values
-        assert isinstance(self.friction, Coulomb) and he.fs is not None
+        assert self.friction is not None and he.fs is not None
         friction = self.friction.event_value(
             mode.engaged, mode.sliding, he.fs, he.normal, he.tangential
         )
@@ -213,6 +211,11 @@ class HybridField(eqx.Module):
 
     def failed(self, t, y, mode: Mode):
         return self.evaluate(t, y, mode).ev.failures(self.consistency_tol)
+
+
+def _at(mask, x):
+    """The entry of `x` where the one-hot `mask` is true (0 if none)."""
+    return jnp.sum(jnp.where(mask, x, 0.0))
 
 
 class _Carry(eqx.Module):
@@ -419,8 +422,7 @@ class HybridIntegration(eqx.Module):
             qd = c.qd
             kind = jnp.where(jnp.any(trig & engaged), 2, 3)
         after = contact_state(self.field.system, c.t, c.q, qd).gd
-        pick = lambda x: jnp.sum(jnp.where(trig, x, 0.0))
-        return engaged, qd, kind, pick(cs.gd), pick(after)
+        return engaged, qd, kind, _at(trig, cs.gd), _at(trig, after)
 
     def _friction_event(self, c: _Carry, i):
         r"""Coulomb's event at contact `i`: a stuck contact starts to slide (opposite to
@@ -434,15 +436,13 @@ class HybridIntegration(eqx.Module):
         assert he.fs is not None and he.tangential is not None and he.normal is not None
         holds = jnp.abs(he.tangential) <= he.fs.mu_s * he.normal
         was_stuck = mode.sliding == 0
-        direction = jnp.where(he.tangential > 0, -1, 1)
-        new = jnp.where(was_stuck | ~holds, direction, 0)
+        new = jnp.where(was_stuck | ~holds, -sgn(he.tangential), 0)
         sliding = jnp.where(trig & mode.engaged, new, mode.sliding).astype(jnp.int32)
         stuck = mode.engaged & ((sliding == 0) | trig)
         qd = self._hold(c.t, c.q, c.qd, mode.engaged, stuck)
         vt_after = friction_state(field.system, c.t, c.q, qd, trig.shape[0]).vt
-        pick = lambda x: jnp.sum(jnp.where(trig, x, 0.0))
         kind = jnp.where(jnp.any(trig & (sliding == 0)), 5, 6)
-        return sliding, qd, kind, pick(he.fs.vt), pick(vt_after)
+        return sliding, qd, kind, _at(trig, he.fs.vt), _at(trig, vt_after)
 
     def _settle(self, t, q, qd, mode: Mode, fresh):
         """Friction modes after a switch: a contact that has just engaged sticks if slow
@@ -451,34 +451,29 @@ class HybridIntegration(eqx.Module):
         contacts are then held at zero tangential velocity."""
         field = self.field
         assert field.friction is not None
-        k = mode.engaged.shape[0]
-        fs = friction_state(field.system, t, q, qd, k)
-        slow = jnp.abs(fs.vt) <= field.friction.speed_tol(q.dtype)
-        moving = jnp.where(fs.vt > 0, 1, -1)
-        sliding = jnp.where(fresh, jnp.where(slow, 0, moving), mode.sliding)
+        fs = friction_state(field.system, t, q, qd, mode.engaged.shape[0])
+        sliding = jnp.where(fresh, sliding_from_speed(field.friction, fs), mode.sliding)
         sliding = jnp.where(mode.engaged, sliding, 0).astype(jnp.int32)
         he = field.evaluate(t, (q, qd), Mode(mode.engaged, sliding))
         assert he.tangential is not None and he.normal is not None
         stuck = mode.engaged & (sliding == 0)
         bad = stuck & (jnp.abs(he.tangential) > fs.mu_s * he.normal)
-        sliding = jnp.where(bad, jnp.where(he.tangential > 0, -1, 1), sliding).astype(jnp.int32)
+        sliding = jnp.where(bad, -sgn(he.tangential), sliding).astype(jnp.int32)
         return sliding, self._hold(t, q, qd, mode.engaged, mode.engaged & (sliding == 0))
 
-    def _project(self, t, q, qd, R, r_target):
+    def _project(self, t, q, qd, G, g_target, stuck):
         r"""The velocity nearest `qd` (mass metric) with every bilateral velocity constraint
-        met and the extra rows $R\dot q^+ = $ `r_target` (zero rows are ignored)."""
+        met, the contact rows $G\dot q^+ = $ `g_target` and, for `stuck` frictional
+        contacts, $T_i\dot q^+ = 0$ (zero rows are ignored)."""
         system = self.field.system
         M, _ = mass_and_force(system, t, q, qd)
         J, r = velocity_rows(system, t, q, qd)
-        A = jnp.concatenate([J, R])
-        target = jnp.concatenate([J @ qd - r, r_target])
-        return project_velocity(M, qd, A, target)
-
-    def _tangent_rows(self, t, q, qd, stuck):
-        if self.field.friction is None:
-            return jnp.zeros((0, q.shape[0]), q.dtype)
-        fs = friction_state(self.field.system, t, q, qd, stuck.shape[0])
-        return jnp.where(stuck[:, None], fs.T, 0.0)
+        rows_, targets = [J, G], [J @ qd - r, g_target]
+        if self.field.friction is not None:
+            fs = friction_state(system, t, q, qd, stuck.shape[0])
+            rows_.append(jnp.where(stuck[:, None], fs.T, 0.0))
+            targets.append(jnp.zeros(stuck.shape[0], qd.dtype))
+        return project_velocity(M, qd, jnp.concatenate(rows_), jnp.concatenate(targets))
 
     def _jump(self, c: _Carry, cs: ContactState, rows_on, gd_target, stuck):
         r"""UK impulsive projection with the bilateral rows, the contact rows in `rows_on`
@@ -486,20 +481,13 @@ class HybridIntegration(eqx.Module):
         `stuck` frictional contacts, $T_i\dot q^+ = 0$ (they stay stuck through it)."""
         G = jnp.where(rows_on[:, None], cs.G, 0.0)
         c_contact = jnp.where(rows_on, cs.G @ c.qd + gd_target - cs.gd, 0.0)
-        Tr = self._tangent_rows(c.t, c.q, c.qd, stuck)
-        R = jnp.concatenate([G, Tr])
-        target = jnp.concatenate([c_contact, jnp.zeros(Tr.shape[0], c.qd.dtype)])
-        return self._project(c.t, c.q, c.qd, R, target)
+        return self._project(c.t, c.q, c.qd, G, c_contact, stuck)
 
     def _hold(self, t, q, qd, engaged, stuck):
         """`qd` with the tangential velocity of `stuck` contacts set to zero, the normal
         velocity of engaged contacts and every bilateral constraint kept."""
-        cs = contact_state(self.field.system, t, q, qd)
-        G = jnp.where(engaged[:, None], cs.G, 0.0)
-        Tr = self._tangent_rows(t, q, qd, stuck)
-        R = jnp.concatenate([G, Tr])
-        target = jnp.concatenate([G @ qd, jnp.zeros(Tr.shape[0], qd.dtype)])
-        return self._project(t, q, qd, R, target)
+        G = jnp.where(engaged[:, None], contact_state(self.field.system, t, q, qd).G, 0.0)
+        return self._project(t, q, qd, G, G @ qd, stuck)
 
     def _drop_pulling(self, t, q, qd, mode: Mode):
         """Engaged contacts whose force would pull at the new state are released."""
@@ -533,9 +521,8 @@ class HybridIntegration(eqx.Module):
         )
         if field.friction is not None:
             fs = friction_state(field.system, t, q, qd, k)
-            slow = jnp.abs(fs.vt) <= field.friction.speed_tol(q.dtype)
-            sliding = jnp.where(slow, 0, jnp.where(fs.vt > 0, 1, -1)).astype(jnp.int32)
-            bad = jnp.any((fs.mu_k < 0) | (fs.mu_s < fs.mu_k) | ~jnp.isfinite(fs.mu_s))
+            sliding = sliding_from_speed(field.friction, fs)
+            bad = jnp.any(invalid_coefficients(fs))
             code = RESULTS.where(bad, RESULTS.invalid_friction, code)
         if law.impulsive:  # a resting rigid contact is engaged only if it pushes
             engaged = self._drop_pulling(t, q, qd, Mode(engaged, sliding))
@@ -591,8 +578,7 @@ class HybridIntegration(eqx.Module):
 def _mode_field(system, contact, friction, uk_solver) -> HybridField:
     law = Impact() if contact is None else contact
     solver = CholeskyWithFallback() if uk_solver is None else uk_solver
-    if friction is None and overrides(system, "friction"):
-        friction = Coulomb()
+    friction = default_friction(system, friction)
     return HybridField(system, law, NoStabilization(), solver, False, None, False, friction)
 
 

@@ -15,7 +15,13 @@ from jaxtyping import ArrayLike, Float
 from ._contact import AbstractContact, Impact, check_contact
 from ._dynamics import evaluate
 from ._errors import code_error_if
-from ._friction import AbstractFriction, Coulomb, check_friction, friction_state
+from ._friction import (
+    AbstractFriction,
+    check_friction,
+    default_friction,
+    friction_state,
+    invalid_coefficients,
+)
 from ._hybrid import EventLog, HybridField, HybridIntegration
 from ._impulse import Impulses
 from ._initial import AbstractInitialConditions, InitialCheck, check_initial_policy
@@ -360,9 +366,8 @@ def _friction_law(system: System, friction, has_contacts: bool) -> AbstractFrict
             f"{name} declares friction but no unilateral constraints: friction acts on "
             "contacts, so define unilateral(self, t, q) too (one tangent row per contact)."
         )
-    if not declares:
-        return None
-    return floatify(check_friction(Coulomb() if friction is None else friction))
+    law = default_friction(system, friction)
+    return None if law is None else floatify(check_friction(law))
 
 
 def _hybrid_integration(
@@ -434,7 +439,7 @@ def _refuse_friction(hybrid: HybridIntegration, t0, q0) -> None:
         return
     fs = friction_state(hybrid.field.system, t0, q0, jnp.zeros_like(q0), hybrid.num_contacts)
     mu_s, mu_k = np.asarray(fs.mu_s), np.asarray(fs.mu_k)
-    bad = np.flatnonzero((mu_k < 0) | (mu_s < mu_k) | ~np.isfinite(mu_s) | ~np.isfinite(mu_k))
+    bad = np.flatnonzero(np.asarray(invalid_coefficients(fs)))
     if bad.size:
         raise ValueError(
             f"{type(hybrid.field.system).__name__}.friction: contact(s) {bad.tolist()} have "
