@@ -83,7 +83,7 @@ def main():
         f"chain_{args.links}": (chain, *chain.state_from_angles(th, jnp.zeros(args.links))),
     }
     methods = {
-        "none": None,
+        "none": ukjax.NoStabilization(),
         "baumgarte(10,10)": ukjax.Baumgarte(10.0, 10.0),
         "projection": ukjax.Projection(),
     }

@@ -68,7 +68,10 @@ def main():
         (
             "Kutta-Merson dt = 0.02",
             dict(
-                solver=ukjax.KuttaMerson(), dt0=0.02, stepsize_controller=diffrax.ConstantStepSize()
+                solver=ukjax.KuttaMerson(),
+                dt0=0.02,
+                stepsize_controller=diffrax.ConstantStepSize(),
+                stabilization=ukjax.NoStabilization(),
             ),
         ),
         (

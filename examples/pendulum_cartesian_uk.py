@@ -67,7 +67,9 @@ def main():
             if solver is None
             else dict(solver=solver, dt0=dt, stepsize_controller=diffrax.ConstantStepSize())
         )
-        s = ukjax.simulate(pend, q0, qd0, jnp.asarray(ts), **kw)
+        s = ukjax.simulate(
+            pend, q0, qd0, jnp.asarray(ts), stabilization=ukjax.NoStabilization(), **kw
+        )
         phi = np.abs(np.sum(np.asarray(s.q) ** 2, 1) - L**2)
         print(f"  {name:<30} max |phi| = {phi.max():.1e}")
         ax[2].semilogy(ts, phi + 1e-18, label=name)

@@ -30,7 +30,14 @@ def main():
     q0, qd0 = s.initial_state()
     ts = jnp.linspace(0.0, T, 401)
     beta_norm = jax.vmap(lambda q, qd: jnp.linalg.norm(s.performance_error(q, qd)))
-    plain = ukjax.simulate(s, q0, qd0, ts, initial_conditions=ukjax.IgnoreInitial())
+    plain = ukjax.simulate(
+        s,
+        q0,
+        qd0,
+        ts,
+        initial_conditions=ukjax.IgnoreInitial(),
+        stabilization=ukjax.NoStabilization(),  # plain UK: beta stays as Table 1 set it
+    )
     stab = ukjax.simulate(
         s,
         q0,

@@ -21,7 +21,7 @@ from _common import example_args, save_figure
 from ukjax.systems import VaryingLengthPendulum
 
 
-def run(p, T, dt, stabilization=None, n_save=None):
+def run(p, T, dt, stabilization=ukjax.NoStabilization(), n_save=None):
     q0, qd0 = p.initial_state()
     n_save = int(round(T / dt)) + 1 if n_save is None else n_save
     sol = ukjax.simulate(

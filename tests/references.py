@@ -287,3 +287,194 @@ def rough_table_turning_points(m, g, k, mu_s, mu_k, x0, count):
         x, t = 2 * d * np.sign(x) - x, t + np.pi / w
         out.append((t, x))
     return out
+
+
+# ---- IFToMM multibody benchmarks A02 / A04 (issue 16) -------------------------------------
+
+
+def nfour_bar_crank_angle(N, ts, L=1.0, m=1.0, g=9.81, speed=1.0):
+    """Crank angle of the N-four-bar (IFToMM A02) on its parallelogram branch, from the
+    one-degree-of-freedom reduced equation (every crank at the same angle):
+    ((N+1)/3 + N) m L^2 th'' = -((N+1)/2 + N) m g L cos th, th(0) = pi/2,
+    th'(0) = -speed/L, by scipy DOP853 at rtol = atol = 1e-13."""
+    from scipy.integrate import solve_ivp
+
+    inertia = ((N + 1) / 3 + N) * m * L**2
+    moment = ((N + 1) / 2 + N) * m * g * L
+
+    def rhs(t, y):
+        return [y[1], -moment / inertia * np.cos(y[0])]
+
+    ts = np.asarray(ts)
+    y0 = [np.pi / 2, -speed / L]
+    s = solve_ivp(rhs, (ts[0], ts[-1]), y0, method="DOP853", rtol=1e-13, atol=1e-13, t_eval=ts)
+    return s.y[0]
+
+
+class BricardKKT:
+    """The Bricard mechanism (IFToMM A04) in the same natural coordinates as
+    `ukjax.systems.Bricard`, written independently in NumPy: mass matrix, gravity,
+    hand-derived constraint Jacobian J and acceleration term gamma of its 24 bilinear
+    constraints, and the index-1 DAE right-hand side by a least-squares solve of the
+    (singular, since one constraint is redundant) KKT system
+    [[M, J^T], [J, 0]] [qdd; lam] = [Q; gamma]."""
+
+    points = np.array([(0, 0, 0), (1, 0, 0), (1, -1, 0), (1, -1, 1), (0, -1, 1), (0, 0, 1)], float)
+    axes = np.array([(0, 1, 0), (0, 0, 1), (1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 0, 0)], float)
+
+    def __init__(self, m=1.0, L=1.0, s=0.1, g=9.81):
+        self.m, self.L, self.g = m, L, g
+        M = np.zeros((24, 24))
+        for k in range(5):  # rod k from joint k to joint k + 1 (moving joints 1..4)
+            ends = [j for j in (k, k + 1) if 1 <= j <= 4]
+            for a in ends:
+                ia = slice(3 * (a - 1), 3 * a)
+                M[ia, ia] += m / 3 * np.eye(3)
+            if len(ends) == 2:
+                ia, ib = slice(3 * (k - 1), 3 * k), slice(3 * k, 3 * k + 3)
+                M[ia, ib] += m / 6 * np.eye(3)
+                M[ib, ia] += m / 6 * np.eye(3)
+        M[12:, 12:] += 2 * m * s**2 / 12 * np.eye(12)
+        self.M = M
+        Q = np.zeros(24)
+        for k in range(5):
+            for j in (k, k + 1):
+                if 1 <= j <= 4:
+                    Q[3 * (j - 1) + 1] -= m * g / 2
+        self.Q = Q
+
+    def initial_state(self):
+        q0 = np.concatenate([self.points[1:5].ravel() * self.L, self.axes[1:5].ravel()])
+        return q0, np.zeros(24)
+
+    def _split(self, q):
+        p = np.concatenate(
+            [self.points[:1] * self.L, q[:12].reshape(4, 3), self.points[5:] * self.L]
+        )
+        u = np.concatenate([self.axes[:1], q[12:].reshape(4, 3), self.axes[5:]])
+        return p, u
+
+    @staticmethod
+    def _p(j):  # columns of joint point j (None for the ground)
+        return slice(3 * (j - 1), 3 * j) if 1 <= j <= 4 else None
+
+    @staticmethod
+    def _u(j):  # columns of axis vector j
+        return slice(12 + 3 * (j - 1), 12 + 3 * j) if 1 <= j <= 4 else None
+
+    def phi(self, q):
+        p, u = self._split(q)
+        r = p[1:] - p[:-1]
+        ua, ub = u[:-1], u[1:]
+        return np.concatenate(
+            [
+                np.sum(r * r, 1) - self.L**2,
+                np.sum(r * ua, 1),
+                np.sum(r * ub, 1),
+                np.sum(ua * ub, 1),
+                np.sum(u[1:5] ** 2, 1) - 1.0,
+            ]
+        )
+
+    def jacobian_and_gamma(self, q, qd):
+        p, u = self._split(q)
+        vp, vu = self._split(qd)
+        vp[0] = vp[5] = 0.0
+        vu[0] = vu[5] = 0.0
+        J = np.zeros((24, 24))
+        gamma = np.zeros(24)
+
+        def add(row, cols, vec):
+            if cols is not None:
+                J[row, cols] += vec
+
+        for k in range(5):
+            a, b = k, k + 1
+            r, vr = p[b] - p[a], vp[b] - vp[a]
+            add(k, self._p(b), 2 * r)
+            add(k, self._p(a), -2 * r)
+            gamma[k] = -2 * vr @ vr
+            for block, j in ((5, a), (10, b)):  # r . u_a and r . u_b
+                add(block + k, self._p(b), u[j])
+                add(block + k, self._p(a), -u[j])
+                add(block + k, self._u(j), r)
+                gamma[block + k] = -2 * vr @ vu[j]
+            add(15 + k, self._u(a), u[b])
+            add(15 + k, self._u(b), u[a])
+            gamma[15 + k] = -2 * vu[a] @ vu[b]
+        for j in range(1, 5):
+            add(19 + j, self._u(j), 2 * u[j])
+            gamma[19 + j] = -2 * vu[j] @ vu[j]
+        return J, gamma
+
+    def rhs(self, t, y):
+        q, qd = y[:24], y[24:]
+        J, gamma = self.jacobian_and_gamma(q, qd)
+        K = np.block([[self.M, J.T], [J, np.zeros((24, 24))]])
+        sol = np.linalg.lstsq(K, np.concatenate([self.Q, gamma]), rcond=1e-10)[0]
+        return np.concatenate([qd, sol[:24]])
+
+    def energy(self, q, qd):
+        p, _ = self._split(q)
+        return 0.5 * qd @ self.M @ qd + self.m * self.g * np.sum(p[:-1, 1] + p[1:, 1]) / 2
+
+    def solve(self, ts, rtol=1e-12, atol=1e-12):
+        from scipy.integrate import solve_ivp
+
+        q0, qd0 = self.initial_state()
+        ts = np.asarray(ts)
+        return solve_ivp(
+            self.rhs,
+            (ts[0], ts[-1]),
+            np.concatenate([q0, qd0]),
+            method="DOP853",
+            rtol=rtol,
+            atol=atol,
+            t_eval=ts,
+        )
+
+
+class NFourBarKKT:
+    """The N-four-bar (IFToMM A02) in natural coordinates, written independently in NumPy,
+    with the index-1 DAE right-hand side by a least-squares KKT solve (the peer of
+    `benchmarks/mechanisms.py`)."""
+
+    def __init__(self, N, L=1.0, m=1.0, g=9.81):
+        self.N, self.L, self.m, self.g = N, L, m, g
+        n = 2 * (N + 1)
+        M = np.zeros((n, n))
+        for i in range(N + 1):
+            M[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] += m / 3 * np.eye(2)  # crank
+        for i in range(1, N + 1):  # coupler B_{i-1} B_i
+            a, b = slice(2 * i - 2, 2 * i), slice(2 * i, 2 * i + 2)
+            M[a, a] += m / 3 * np.eye(2)
+            M[b, b] += m / 3 * np.eye(2)
+            M[a, b] += m / 6 * np.eye(2)
+            M[b, a] += m / 6 * np.eye(2)
+        self.M = M
+        Q = np.zeros(n)
+        Q[1::2] = -m * g / 2 * np.array([1 + (i > 0) + (i < N) for i in range(N + 1)])
+        self.Q = Q
+        self.ground = np.stack([np.arange(N + 1) * L, np.zeros(N + 1)], 1)
+
+    def initial_state(self, speed=1.0):
+        q0 = (self.ground + [0.0, self.L]).ravel()
+        return q0, np.tile([speed, 0.0], self.N + 1)
+
+    def rhs(self, t, y):
+        n = 2 * (self.N + 1)
+        p, v = y[:n].reshape(-1, 2), y[n:].reshape(-1, 2)
+        J = np.zeros((2 * self.N + 1, n))
+        gamma = np.zeros(2 * self.N + 1)
+        for i in range(self.N + 1):
+            J[i, 2 * i : 2 * i + 2] = 2 * (p[i] - self.ground[i])
+            gamma[i] = -2 * v[i] @ v[i]
+        for i in range(1, self.N + 1):
+            r, w = p[i] - p[i - 1], v[i] - v[i - 1]
+            J[self.N + i, 2 * i : 2 * i + 2] = 2 * r
+            J[self.N + i, 2 * i - 2 : 2 * i] = -2 * r
+            gamma[self.N + i] = -2 * w @ w
+        m = J.shape[0]
+        K = np.block([[self.M, J.T], [J, np.zeros((m, m))]])
+        sol = np.linalg.lstsq(K, np.concatenate([self.Q, gamma]), rcond=1e-10)[0]
+        return np.concatenate([y[n:], sol[:n]])

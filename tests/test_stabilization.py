@@ -47,7 +47,7 @@ def test_baumgarte_matches_seed_eqs_314_315(rng):
         )
 
 
-def _pendulum_run(T, dt, stabilization=None, n_save=None):
+def _pendulum_run(T, dt, stabilization=ukjax.NoStabilization(), n_save=None):
     p = VaryingLengthPendulum()
     q0, qd0 = p.initial_state()
     n_save = int(round(T / dt)) + 1 if n_save is None else n_save
@@ -142,7 +142,7 @@ def test_varying_length_pendulum_accuracy_against_dop853():
     np.testing.assert_allclose(sol.q[:, 1], 1 - ref.y[0] ** 2, atol=1e-9)
 
 
-def _swarm(T, n, stabilization=None):
+def _swarm(T, n, stabilization=ukjax.NoStabilization()):
     s = SwarmRobots()
     q0, qd0 = s.initial_state()
     sol = ukjax.simulate(

@@ -5,8 +5,8 @@ The public API:
 
 - :func:`udwadia_kalaba`, :func:`constraint_forces`, :func:`uk_terms`: the UK equation
   for one state; :func:`weighted_pinv`: the M-weighted Moore-Penrose inverse $A_M^+$.
-- UK solver strategies: :class:`CholeskyWithFallback` (default), :class:`SVD`,
-  :class:`Cholesky`; kernel backends :class:`AutoKernels` (default),
+- UK solver strategies: :class:`Regularized` (default), :class:`CholeskyWithFallback`,
+  :class:`SVD`, :class:`Cholesky`; kernel backends :class:`AutoKernels` (default),
   :class:`UnrolledKernels`, :class:`LapackKernels`.
 - :class:`System`: subclass it to describe a mechanical system.
 - :func:`constraint_matrices`, :func:`mass_and_force`, :func:`acceleration`,
@@ -184,6 +184,9 @@ from ._uk_solvers import (
 )
 from ._uk_solvers import (
     CholeskyWithFallback as CholeskyWithFallback,
+)
+from ._uk_solvers import (
+    Regularized as Regularized,
 )
 
 

@@ -12,7 +12,7 @@ from ._constraints import rows
 from ._stabilization import AbstractStabilization, NoStabilization, check_stabilization
 from ._system import System, as_time, check_state, floatify, overrides
 from ._uk import Failures, UKTerms, check_terms, failures, uk_terms
-from ._uk_solvers import AbstractUKSolver, CholeskyWithFallback, check_uk_solver
+from ._uk_solvers import AbstractUKSolver, Regularized, check_uk_solver
 
 
 def _vector(value, name, system, q):
@@ -140,7 +140,7 @@ def evaluate(
     q,
     qd,
     stabilization: AbstractStabilization = NoStabilization(),
-    uk_solver: AbstractUKSolver = CholeskyWithFallback(),
+    uk_solver: AbstractUKSolver = Regularized(),
 ) -> Evaluation:
     """The UK equation of `system` at one (validated) state."""
     M, Q = mass_and_force(system, t, q, qd)

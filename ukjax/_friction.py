@@ -327,6 +327,7 @@ def frictional_solve(
         residual=A2 @ qdd - b2,
         inconsistency=jnp.linalg.norm(r_ls) / jnp.maximum(scale, jnp.finfo(Q.dtype).tiny),
         spd_ok=jnp.all(jnp.isfinite(L)),
+        consistency_floor=uk_solver.consistency_floor(Q.dtype),
     )
     normal = lam[m_normal : m_normal + k]
     kinetic = -fs.mu_k * sliding * normal

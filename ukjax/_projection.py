@@ -23,41 +23,65 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._dynamics import mass_and_force
 from ._errors import error_if
-from ._linalg import weighted_pinv_solve
+from ._kernels import AutoKernels, DenseOps
+from ._linalg import default_regularization, regularized_solve
 from ._residuals import default_ic_tol, has_holonomic, phi, residuals, velocity_level
 from ._results import RESULTS, message
 from ._stabilization import AbstractStabilization
 from ._system import System, as_time, check_state
 
 
-def _mass_metric_step(L, J, r):
-    """Minimum-M-norm correction dx with J dx = -r: dx = -L^{-T} (J L^{-T})^+ r."""
-    return -weighted_pinv_solve(L, J, r[:, None])[:, 0]
+def _mass_metric_step(ops: DenseOps, L, J, r):
+    """Minimum-M-norm correction dx with J dx = -r: dx = -L^{-T} (J L^{-T})^+ r, the
+    pseudo-inverse regularised as the default UK solve (:func:`regularized_solve`), so
+    that near a singular configuration the step does not jump to another assembly
+    branch along a nearly dependent row."""
+    B = ops.solve_lower(L, J.T).T  # J L^{-T}
+    z = regularized_solve(B, r[:, None], default_regularization(r.dtype), 3, ops)
+    return -ops.solve_lower_t(L, z)[:, 0]
+
+
+def has_manifold(system: System, t, q, qd) -> bool:
+    """Whether the system has position- or velocity-level constraints to project onto
+    (decided at trace time from the shapes)."""
+    return has_holonomic(system, t, q) or velocity_level(system, t, q, qd).shape[0] > 0
+
+
+def _repeat(step, iterations: int, x):
+    """`iterations` applications of `step`: unrolled when few (the per-step projection),
+    a loop otherwise (initial conditions)."""
+    if iterations <= 3:
+        for i in range(iterations):
+            x = step(i, x)
+        return x
+    return jax.lax.fori_loop(0, iterations, step, x)
 
 
 def project(system: System, t, q, qd, iterations: int):
     """:func:`project_initial_conditions` for already validated `t`, `q`, `qd`."""
-
-    def chol(q_):
-        M, _ = mass_and_force(system, t, q_, jnp.zeros_like(q_))
-        return jnp.linalg.cholesky(M)
-
+    # Small systems use the unrolled kernels, as the UK solve does (a projection is a
+    # handful of tiny factorisations, where LAPACK's per-call cost dominates).
+    ops = AutoKernels().ops(q.shape[0])
+    # One metric for the whole projection: the mass matrix where it starts (any SPD metric
+    # gives a projection onto the same manifold; this one is the mass metric to first order
+    # in the correction, and it costs one evaluation of M instead of one per iteration).
+    M, _ = mass_and_force(system, t, q, jnp.zeros_like(q))
+    L = ops.cholesky(M)
     if has_holonomic(system, t, q):
 
         def pos_step(_, q_):
             J = jax.jacfwd(lambda x: phi(system, t, x))(q_)
-            return q_ + _mass_metric_step(chol(q_), J, phi(system, t, q_))
+            return q_ + _mass_metric_step(ops, L, J, phi(system, t, q_))
 
-        q = jax.lax.fori_loop(0, iterations, pos_step, q)
+        q = _repeat(pos_step, iterations, q)
 
     if velocity_level(system, t, q, qd).shape[0] > 0:
-        L = chol(q)
         h = lambda v: velocity_level(system, t, q, v)
 
         def vel_step(_, qd_):
-            return qd_ + _mass_metric_step(L, jax.jacfwd(h)(qd_), h(qd_))
+            return qd_ + _mass_metric_step(ops, L, jax.jacfwd(h)(qd_), h(qd_))
 
-        qd = jax.lax.fori_loop(0, iterations, vel_step, qd)
+        qd = _repeat(vel_step, iterations, qd)
     return q, qd
 
 
@@ -140,6 +164,8 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
         return self.solver.init(terms, t0, t1, y0, args)
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        if not has_manifold(self.system, t0, y0[0], y0[1]):  # nothing to project onto
+            return self.solver.step(terms, t0, t1, y0, args, solver_state, made_jump)
         # made_jump=True: re-evaluate the first stage at the (projected) y0 instead of
         # reusing an FSAL value computed at the unprojected end of the previous step.
         y1, y_error, dense_info, solver_state, result = self.solver.step(
@@ -163,6 +189,11 @@ class Projection(AbstractStabilization):
     - `iterations`: Newton iterations per projection for positions (and for velocities
       under constraints nonlinear in $\dot q$); each step starts within the local
       truncation error of the manifold, so 2 suffice (quadratic convergence).
+    - `saves`: also project the saved values (default `True`). The saves are interpolated
+      between projected steps, so without it their residuals are of the order of the
+      integration tolerance rather than round-off. :func:`ukjax.simulate`'s default
+      stabilisation is `Projection(saves=False)`: the motion is projected, the saves are
+      the integrator's dense output (cheaper when there are many saves).
 
     Use as `simulate(..., stabilization=ukjax.Projection())`. Works with any diffrax
     solver; one extra right-hand-side evaluation per step for FSAL solvers (the first
@@ -179,9 +210,12 @@ class Projection(AbstractStabilization):
     """
 
     iterations: int = eqx.field(static=True, default=2)
+    saves: bool = eqx.field(static=True, default=True)
 
     def wrap_solver(self, solver, system):
         return ProjectedSolver(solver, system, self.iterations)
 
     def save_fn(self, system):
+        if not self.saves:
+            return None
         return lambda t, y, args: project(system, t, y[0], y[1], self.iterations)

@@ -26,10 +26,11 @@ from ._hybrid import EventLog, HybridField, HybridIntegration
 from ._impulse import Impulses
 from ._initial import AbstractInitialConditions, InitialCheck, check_initial_policy
 from ._probe import probe_indexing
+from ._projection import Projection
 from ._results import RESULTS, promote
 from ._stabilization import AbstractStabilization, check_stabilization
 from ._system import System, check_state, floatify, overrides
-from ._uk import Failures
+from ._uk import Failures, default_consistency_tol
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
 
 
@@ -200,6 +201,19 @@ def _controller(stepsize_controller, rtol, atol, dt0, dtype):
     return stepsize_controller
 
 
+DEFAULT_STABILIZATION = Projection(saves=False)
+"""What `simulate(..., stabilization=None)` uses: the projection after every step."""
+
+
+def _consistency_tol(tol, controller, uk_solver: AbstractUKSolver, dtype) -> float | None:
+    """The consistency tolerance of a run: the given one, else the UK default raised to
+    sqrt(rtol) (drift off redundant constraints grows with the integration tolerance)."""
+    rtol = getattr(controller, "rtol", None)
+    if tol is not None or not isinstance(rtol, (int, float)):
+        return tol
+    return max(default_consistency_tol(dtype, uk_solver.consistency_floor(dtype)), rtol**0.5)
+
+
 def _is_concrete(*xs) -> bool:
     return not any(isinstance(x, Tracer) for x in jax.tree_util.tree_leaves(xs))
 
@@ -258,17 +272,22 @@ def simulate(
       `diffrax.RecursiveCheckpointAdjoint()`. `diffrax.ForwardMode()` suits few
       parameters.
     - `max_steps`: bound on the number of steps (default 100 000).
-    - `stabilization`: a strategy: `None` (plain UK, constraints enforced at acceleration
-      level only), `ukjax.Baumgarte(alpha, beta)` (feedback on the constraint residuals,
-      differentiable in the gains) or `ukjax.Projection()` (mass-metric projection after
-      every step).
+    - `stabilization`: a strategy: `None` (the default: `ukjax.Projection(saves=False)`, a
+      mass-metric projection onto the position- and velocity-level constraints after every
+      step, skipped for systems that have none), `ukjax.Baumgarte(alpha, beta)` (feedback on the
+      constraint residuals, differentiable in the gains) or `ukjax.NoStabilization()`
+      (plain UK: constraints enforced at acceleration level only). With the default
+      :class:`ukjax.Regularized` UK solve, the projection is what carries a mechanism
+      through singular configurations on its branch (IFToMM benchmark A02).
     - `initial_conditions`: a strategy: `ukjax.CheckInitial(tol=None)` (default: refuse
       initial conditions that violate the position/velocity-level constraints, stating the
       residuals), `ukjax.ProjectInitial()` (move them to the nearest consistent state in
       the mass metric, see :func:`ukjax.project_initial_conditions`) or
       `ukjax.IgnoreInitial()`.
     - `uk_solver`, `check`, `consistency_tol`: as in :func:`ukjax.udwadia_kalaba`, applied
-      at every right-hand-side evaluation.
+      at every right-hand-side evaluation; the default `consistency_tol` is raised to
+      $\sqrt{\mathrm{rtol}}$ when that is larger (drift off redundant constraints grows
+      with the integration tolerance).
     - `throw`: raise an `equinox.EquinoxRuntimeError` whose message names the failure
       and the fix if the run fails (default); `False`: return the code in
       `solution.result` instead (a :class:`ukjax.RESULTS` item), with NaN in the saves from
@@ -323,18 +342,22 @@ def simulate(
         probe_indexing(system, ts[0], q0, qd0)
     if throw and _is_concrete(system, q0, qd0, ts):  # a plain ValueError with the residuals
         initial, q0, qd0 = initial.apply_eagerly(system, ts[0], q0, qd0)
+    uk_solver = check_uk_solver(uk_solver)
+    controller = _controller(stepsize_controller, rtol, atol, dt0, q0.dtype)
     field = _VectorField(
         system,
-        floatify(check_stabilization(stabilization)),
-        check_uk_solver(uk_solver),
+        floatify(
+            check_stabilization(DEFAULT_STABILIZATION if stabilization is None else stabilization)
+        ),
+        uk_solver,
         check,
-        consistency_tol,
+        _consistency_tol(consistency_tol, controller, uk_solver, q0.dtype),
         throw,
     )
     settings: dict[str, Any] = dict(
         initial=initial,
         solver=diffrax.Dopri8() if solver is None else solver,
-        stepsize_controller=_controller(stepsize_controller, rtol, atol, dt0, q0.dtype),
+        stepsize_controller=controller,
         dt0=dt0,
         adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
         max_steps=max_steps,

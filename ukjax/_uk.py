@@ -53,6 +53,8 @@ class UKTerms(NamedTuple):
     residual: jax.Array  # A qdd - b (m,)
     inconsistency: jax.Array  # relative least-squares residual of the constraint solve, ()
     spd_ok: jax.Array  # whether the Cholesky factorisation of M succeeded, ()
+    # relative residual the solver's own approximation may leave (see consistency checks)
+    consistency_floor: float = 0.0
 
 
 def _validate(M, Q, A, b, C) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array | None]:
@@ -111,6 +113,7 @@ def uk_terms(M, Q, A, b, C=None, *, uk_solver: AbstractUKSolver | None = None) -
         Qc_ni = zeros if C is None else C
         qdd = a if C is None else a + solve_M(C)
         return UKTerms(qdd, a, zeros, Qc_ni, jnp.zeros(0, M.dtype), jnp.zeros((), M.dtype), spd_ok)
+    floor = uk_solver.consistency_floor(M.dtype)
     B = ops.solve_lower(L, A.T).T  # A L^{-T}, (m, n)
     e = b - ops.matmul(A, a)
     if C is None:
@@ -131,12 +134,22 @@ def uk_terms(M, Q, A, b, C=None, *, uk_solver: AbstractUKSolver | None = None) -
     scale = jnp.linalg.norm(e) + jnp.linalg.norm(B) * jnp.linalg.norm(z)
     tiny = jnp.finfo(M.dtype).tiny
     inconsistency = jnp.linalg.norm(r_ls) / jnp.maximum(scale, tiny)
-    return UKTerms(qdd, a, Qc_i, Qc_ni, residual, inconsistency, spd_ok)
+    return UKTerms(qdd, a, Qc_i, Qc_ni, residual, inconsistency, spd_ok, floor)
 
 
-def default_consistency_tol(dtype) -> float:
-    """Relative residual above which constraints count as inconsistent: sqrt(eps)."""
-    return float(jnp.finfo(dtype).eps) ** 0.5
+def default_consistency_tol(dtype, floor: float = 0.0) -> float:
+    r"""Relative residual above which constraints count as inconsistent.
+
+    The residual is $\|B z - e\| / (\|e\| + \|B\|\,\|z\|)$ (with $e = b - Aa$ and
+    $z = B^+e$), a measure relative to the conditioning of $B = AL^{-T}$: consistent
+    constraints, however ill-conditioned or redundant, leave only round-off and what the
+    UK solver's own approximation leaves (its `consistency_floor`, $10\tau$ for
+    :class:`ukjax.Regularized`). The tolerance is $\max(\sqrt{\varepsilon},$ floor$)$:
+    1e-4 in float64 and 3.5e-2 in float32 with the default solver. :func:`ukjax.simulate`
+    raises it further to $\sqrt{\mathrm{rtol}}$ for loose integration tolerances, where
+    drift off redundant constraints is larger.
+    """
+    return max(float(jnp.finfo(dtype).eps) ** 0.5, floor)
 
 
 class Failures(NamedTuple):
@@ -171,7 +184,8 @@ def failures(terms: UKTerms, M, inputs, consistency_tol=None, infeasibility=None
     reports one, e.g. :class:`ukjax.ServoControlled`) the relative residual of a
     realisation by actuators above the same tolerance."""
     dtype = terms.qdd.dtype
-    tol = default_consistency_tol(dtype) if consistency_tol is None else consistency_tol
+    floor = terms.consistency_floor
+    tol = default_consistency_tol(dtype, floor) if consistency_tol is None else consistency_tol
     nonfinite = ~jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in inputs]))
     tiny = jnp.finfo(dtype).tiny
     asym = jnp.max(jnp.abs(M - M.T)) / jnp.maximum(jnp.max(jnp.abs(M)), tiny)
@@ -249,14 +263,18 @@ def udwadia_kalaba(
     - `b`: (m,) right-hand side.
     - `C`: (n,) prescribed work vector of non-ideal constraints, or `None` (ideal).
     - `uk_solver`: how $B^+E$ is computed, a strategy object:
-      :class:`ukjax.CholeskyWithFallback` (default: Cholesky of $AM^{-1}A^T$ when $A$ has
-      full row rank, else an SVD), :class:`ukjax.SVD` (always rank-revealing) or
+      :class:`ukjax.Regularized` (default: iterated Tikhonov regularisation of the Gram
+      matrix, one Cholesky factorisation at any rank, continuous through singular
+      configurations), :class:`ukjax.CholeskyWithFallback` (Cholesky of $AM^{-1}A^T$ when
+      $A$ has full row rank, else an SVD), :class:`ukjax.SVD` (always rank-revealing) or
       :class:`ukjax.Cholesky` (full row rank only: wrong for redundant constraints). Each
       takes `kernels=` (:class:`ukjax.AutoKernels` by default: unrolled code for n <= 8,
       LAPACK above).
     - `check`: raise on a non-SPD `M`, non-finite inputs or inconsistent constraints.
-    - `consistency_tol`: relative least-squares residual above which the constraints are
-      reported as inconsistent (default $\sqrt{\varepsilon}$ of the dtype).
+    - `consistency_tol`: relative least-squares residual
+      $\|Bz - e\|/(\|e\| + \|B\|\|z\|)$ above which the constraints are reported as
+      inconsistent (default :func:`ukjax._uk.default_consistency_tol`:
+      $\max(\sqrt{\varepsilon}, 10\tau)$, 1e-4 in float64 with the default solver).
 
     **Returns:** the (n,) acceleration. Works under `jit`, `vmap`, `grad` and `jvp`.
 

@@ -22,6 +22,8 @@ from ._duffing import DuffingOscillator as DuffingOscillator
 from ._friction_systems import FrictionBlock as FrictionBlock
 from ._friction_systems import TwoBlockFriction as TwoBlockFriction
 from ._linkages import FourBarLinkage as FourBarLinkage
+from ._mbs_benchmarks import Bricard as Bricard
+from ._mbs_benchmarks import NFourBar as NFourBar
 from ._particles import (
     CoulombBead as CoulombBead,
 )
