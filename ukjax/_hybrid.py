@@ -49,7 +49,7 @@ from ._results import RESULTS, promote
 from ._stabilization import AbstractStabilization, NoStabilization
 from ._system import System, as_time, check_state, floatify
 from ._uk import uk_terms
-from ._uk_solvers import AbstractUKSolver, Regularized
+from ._uk_solvers import AbstractUKSolver, check_uk_solver
 
 
 EVENT_KINDS = ("none", "impact", "engage", "release", "impulse", "stick", "slip")
@@ -577,7 +577,7 @@ class HybridIntegration(eqx.Module):
 
 def _mode_field(system, contact, friction, uk_solver) -> HybridField:
     law = Impact() if contact is None else contact
-    solver = Regularized() if uk_solver is None else uk_solver
+    solver = check_uk_solver(uk_solver)
     friction = default_friction(system, friction)
     return HybridField(system, law, NoStabilization(), solver, False, None, False, friction)
 

@@ -24,20 +24,20 @@ from jaxtyping import Array, ArrayLike, Float
 from ._dynamics import mass_and_force
 from ._errors import error_if
 from ._kernels import AutoKernels, DenseOps
-from ._linalg import default_regularization, regularized_solve
 from ._residuals import default_ic_tol, has_holonomic, phi, residuals, velocity_level
 from ._results import RESULTS, message
 from ._stabilization import AbstractStabilization
 from ._system import System, as_time, check_state
+from ._uk_solvers import Regularized
 
 
 def _mass_metric_step(ops: DenseOps, L, J, r):
     """Minimum-M-norm correction dx with J dx = -r: dx = -L^{-T} (J L^{-T})^+ r, the
-    pseudo-inverse regularised as the default UK solve (:func:`regularized_solve`), so
+    pseudo-inverse regularised as the default UK solve (:class:`ukjax.Regularized`), so
     that near a singular configuration the step does not jump to another assembly
     branch along a nearly dependent row."""
     B = ops.solve_lower(L, J.T).T  # J L^{-T}
-    z = regularized_solve(B, r[:, None], default_regularization(r.dtype), 3, ops)
+    z = Regularized().pinv(B, r[:, None], ops)
     return -ops.solve_lower_t(L, z)[:, 0]
 
 
