@@ -9,7 +9,7 @@ configuration: one is redundant, and the UK equation takes it as it is. It falls
 under gravity for 10 s.
 
 ukjax at its default settings (Dopri8, rtol = atol = 1e-12, the `Regularized` UK solve,
-`Projection`) against an independent reference: the same mechanism written by hand in
+no stabilisation) against an independent reference: the same mechanism written by hand in
 NumPy (tests/references.py: mass matrix, constraint Jacobian and acceleration terms) as an
 index-1 DAE, q'' from a least-squares solve of the singular KKT matrix, scipy DOP853 at
 rtol = atol = 1e-12. The benchmark's published data are not redistributed here; the

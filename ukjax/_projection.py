@@ -191,9 +191,9 @@ class Projection(AbstractStabilization):
       truncation error of the manifold, so 2 suffice (quadratic convergence).
     - `saves`: also project the saved values (default `True`). The saves are interpolated
       between projected steps, so without it their residuals are of the order of the
-      integration tolerance rather than round-off. :func:`ukjax.simulate`'s default
-      stabilisation is `Projection(saves=False)`: the motion is projected, the saves are
-      the integrator's dense output (cheaper when there are many saves).
+      integration tolerance rather than round-off. `Projection(saves=False)` projects the
+      motion only and saves the integrator's dense output (cheaper when there are many
+      saves).
 
     Use as `simulate(..., stabilization=ukjax.Projection())`. Works with any diffrax
     solver; one extra right-hand-side evaluation per step for FSAL solvers (the first

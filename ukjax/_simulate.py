@@ -26,7 +26,6 @@ from ._hybrid import EventLog, HybridField, HybridIntegration
 from ._impulse import Impulses
 from ._initial import AbstractInitialConditions, InitialCheck, check_initial_policy
 from ._probe import probe_indexing
-from ._projection import Projection
 from ._results import RESULTS, promote
 from ._stabilization import AbstractStabilization, check_stabilization
 from ._system import System, check_state, floatify, overrides
@@ -201,10 +200,6 @@ def _controller(stepsize_controller, rtol, atol, dt0, dtype):
     return stepsize_controller
 
 
-DEFAULT_STABILIZATION = Projection(saves=False)
-"""What `simulate(..., stabilization=None)` uses: the projection after every step."""
-
-
 def _consistency_tol(tol, controller, uk_solver: AbstractUKSolver, dtype) -> float | None:
     """The consistency tolerance of a run: the given one, else the UK default raised to
     sqrt(rtol) (drift off redundant constraints grows with the integration tolerance)."""
@@ -272,11 +267,10 @@ def simulate(
       `diffrax.RecursiveCheckpointAdjoint()`. `diffrax.ForwardMode()` suits few
       parameters.
     - `max_steps`: bound on the number of steps (default 100 000).
-    - `stabilization`: a strategy: `None` (the default: `ukjax.Projection(saves=False)`, a
-      mass-metric projection onto the position- and velocity-level constraints after every
-      step, skipped for systems that have none), `ukjax.Baumgarte(alpha, beta)` (feedback on the
-      constraint residuals, differentiable in the gains) or `ukjax.NoStabilization()`
-      (plain UK: constraints enforced at acceleration level only). With the default
+    - `stabilization`: a strategy: `None` (plain UK, constraints enforced at acceleration
+      level only), `ukjax.Baumgarte(alpha, beta)` (feedback on the constraint residuals,
+      differentiable in the gains) or `ukjax.Projection()` (mass-metric projection after
+      every step; `Projection(saves=False)` projects the steps only). With the default
       :class:`ukjax.Regularized` UK solve, the projection is what carries a mechanism
       through singular configurations on its branch (IFToMM benchmark A02).
     - `initial_conditions`: a strategy: `ukjax.CheckInitial(tol=None)` (default: refuse
@@ -346,9 +340,7 @@ def simulate(
     controller = _controller(stepsize_controller, rtol, atol, dt0, q0.dtype)
     field = _VectorField(
         system,
-        floatify(
-            check_stabilization(DEFAULT_STABILIZATION if stabilization is None else stabilization)
-        ),
+        floatify(check_stabilization(stabilization)),
         uk_solver,
         check,
         _consistency_tol(consistency_tol, controller, uk_solver, q0.dtype),
