@@ -2,9 +2,9 @@
 (Bricard), ukjax against scipy with a NumPy least-squares KKT solve.
 
 1. **One trajectory, 10 s, equal tolerance** (rtol = atol = `--tol`, default 1e-10):
-   - ukjax: `simulate` at its defaults otherwise (Dopri8, `Regularized` UK solve), with
-     `Projection(saves=False)` for the four-bar (the Bricard mechanism needs none);
-     compile time apart from run time.
+   - ukjax: `simulate` at its defaults otherwise (Dopri8, `Regularized` UK solve, the
+     default per-step projection `Projection(iterations=1, saves=False)`); compile time
+     apart from run time.
    - scipy: `solve_ivp(method="DOP853")` on the index-1 DAE, q'' from
      `numpy.linalg.lstsq` of the KKT matrix [[M, J^T], [J, 0]] (rcond 1e-10; the Jacobian
      and acceleration terms hand-written in tests/references.py), no projection.
@@ -89,7 +89,6 @@ def single(tol: float, T: float) -> list[dict]:
             jnp.asarray(ts),
             rtol=tol,
             atol=tol,
-            stabilization=ukjax.Projection(saves=False),
         )
         t_c, t_run, sol = time_compile_and_run(fn, q0, qd0, repeats=2)
         theta = nfour_bar_crank_angle(N, ts)
@@ -167,7 +166,6 @@ def batched(tol: float, T: float, batch: int, scipy_batch: int) -> list[dict]:
                 jnp.asarray(ts),
                 rtol=tol,
                 atol=tol,
-                stabilization=ukjax.Projection(saves=False),
             ).q
         ),
         (q0s, qd0s),

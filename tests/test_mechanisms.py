@@ -127,11 +127,11 @@ def test_nfour_bar_model_is_the_reduced_equation_on_its_branch():
     np.testing.assert_allclose(np.asarray(qdd).reshape(4, 2), np.tile(expected, (4, 1)), atol=1e-10)
 
 
-def test_nfour_bar_passes_singular_positions_with_projection():
+def test_nfour_bar_passes_singular_positions_at_default_settings():
     chain = NFourBar(N=2)
     q0, qd0 = chain.initial_state()
     ts = jnp.linspace(0.0, 3.0, 121)
-    sol = ukjax.simulate(chain, q0, qd0, ts, stabilization=ukjax.Projection(saves=False))
+    sol = ukjax.simulate(chain, q0, qd0, ts)
     theta = nfour_bar_crank_angle(2, np.asarray(ts))
     assert _singular_passes(theta) >= 3
     assert _b0_error(chain, sol) < 1e-6  # the benchmark's high precision is 1e-3
@@ -149,7 +149,7 @@ def test_nfour_bar_benchmark_ten_seconds():
     chain = NFourBar(N=N)
     q0, qd0 = chain.initial_state()
     ts = jnp.linspace(0.0, 10.0, 401)
-    sol = ukjax.simulate(chain, q0, qd0, ts, stabilization=ukjax.Projection(saves=False))
+    sol = ukjax.simulate(chain, q0, qd0, ts)
     assert _singular_passes(nfour_bar_crank_angle(N, np.asarray(ts))) == 10
     assert _b0_error(chain, sol) < 1e-6
 
@@ -168,3 +168,190 @@ def test_bricard_matches_the_kkt_reference_at_tight_tolerance_without_false_erro
     assert float(jnp.max(jnp.abs(E - E[0]))) < 1e-8
     phi = jax.vmap(lambda q: mech.holonomic(0.0, q))(sol.q)
     assert float(jnp.max(jnp.abs(phi))) < 1e-9  # saves: dense output between projected steps
+
+
+# ---- classic index-3 test problems (Hairer & Wanner; the Test Set for IVP solvers) ----
+
+
+class AndrewsSqueezer(ukjax.System):
+    """Andrews' squeezing mechanism: 7 rigid bodies, 7 angles, 6 loop-closure constraints
+    (E. Hairer and G. Wanner, *Solving ODEs II*, 2nd ed., 1996, §VII.7; F. Mazzia and
+    F. Iavernaro, *Test Set for IVP solvers*, problem "andrews"). Driven by a constant
+    torque; M(q), the applied and velocity-dependent forces and the constraints as there."""
+
+    def mass_matrix(self, t, q):
+        b, th, ga, ph, de, om, ep = q
+        m1, m2, m3, m4, m5, m6, m7 = 0.04325, 0.00365, 0.02373, 0.00706, 0.07050, 0.00706, 0.05498
+        i1, i2, i3, i4 = 2.194e-6, 4.410e-7, 5.255e-6, 5.667e-7
+        i5, i6, i7 = 1.169e-5, 5.667e-7, 1.912e-5
+        da, rr, ra, e, ea, zt = 115e-4, 7e-3, 92e-5, 2e-2, 1421e-5, 4e-2
+        sa, sb, ta, tb, u, ua, ub, zf, fa = (
+            1874e-5,
+            1043e-5,
+            2308e-5,
+            916e-5,
+            4e-2,
+            1228e-5,
+            449e-5,
+            2e-2,
+            1421e-5,
+        )
+        M = jnp.zeros((7, 7), q.dtype)
+        M = M.at[0, 0].set(m1 * ra**2 + m2 * (rr**2 - 2 * da * rr * jnp.cos(th) + da**2) + i1 + i2)
+        m01 = m2 * (da**2 - da * rr * jnp.cos(th)) + i2
+        M = M.at[0, 1].set(m01).at[1, 0].set(m01)
+        M = M.at[1, 1].set(m2 * da**2 + i2)
+        M = M.at[2, 2].set(m3 * (sa**2 + sb**2) + i3)
+        M = M.at[3, 3].set(m4 * (e - ea) ** 2 + i4)
+        M = M.at[3, 4].set(m4 * ((e - ea) ** 2 + zt * (e - ea) * jnp.sin(ph)) + i4)
+        M = M.at[4, 3].set(M[3, 4])
+        M = M.at[4, 4].set(
+            m4 * (zt**2 + 2 * zt * (e - ea) * jnp.sin(ph) + (e - ea) ** 2)
+            + m5 * (ta**2 + tb**2)
+            + i4
+            + i5
+        )
+        M = M.at[5, 5].set(m6 * (zf - fa) ** 2 + i6)
+        M = M.at[5, 6].set(m6 * ((zf - fa) ** 2 - u * (zf - fa) * jnp.sin(om)) + i6)
+        M = M.at[6, 5].set(M[5, 6])
+        M = M.at[6, 6].set(
+            m6 * ((zf - fa) ** 2 - 2 * u * (zf - fa) * jnp.sin(om) + u**2)
+            + m7 * (ua**2 + ub**2)
+            + i6
+            + i7
+        )
+        return M
+
+    def forces(self, t, q, qd):
+        b, th, ga, ph, de, om, ep = q
+        bp, thp, gap, php, dep, omp, epp = qd
+        m2, m4, m6 = 0.00365, 0.00706, 0.00706
+        da, rr, e, ea, zt, u, zf, fa = 115e-4, 7e-3, 2e-2, 1421e-5, 4e-2, 4e-2, 2e-2, 1421e-5
+        xb, yb, xc, yc, sc, sd = -0.03635, 0.03273, 0.014, 0.072, 18e-3, 2e-2
+        mom, c0, lo = 0.033, 4530.0, 0.07785
+        xd = sd * jnp.cos(ga) + sc * jnp.sin(ga) + xb
+        yd = sd * jnp.sin(ga) - sc * jnp.cos(ga) + yb
+        lang = jnp.sqrt((xd - xc) ** 2 + (yd - yc) ** 2)
+        force = -c0 * (lang - lo) / lang
+        fx, fy = force * (xd - xc), force * (yd - yc)
+        return jnp.stack(
+            [
+                mom - m2 * da * rr * thp * (thp + 2 * bp) * jnp.sin(th),
+                m2 * da * rr * bp**2 * jnp.sin(th),
+                fx * (sc * jnp.cos(ga) - sd * jnp.sin(ga))
+                + fy * (sd * jnp.cos(ga) + sc * jnp.sin(ga)),
+                m4 * zt * (e - ea) * dep**2 * jnp.cos(ph),
+                -m4 * zt * (e - ea) * php * (php + 2 * dep) * jnp.cos(ph),
+                -m6 * u * (zf - fa) * epp**2 * jnp.cos(om),
+                m6 * u * (zf - fa) * omp * (omp + 2 * epp) * jnp.cos(om),
+            ]
+        )
+
+    def holonomic(self, t, q):
+        b, th, ga, ph, de, om, ep = q
+        xa, ya, xb, yb = -0.06934, -0.00227, -0.03635, 0.03273
+        d, e, rr, ss, zt, u, zf = 28e-3, 2e-2, 7e-3, 35e-3, 4e-2, 4e-2, 2e-2
+        cx = rr * jnp.cos(b) - d * jnp.cos(b + th)
+        cy = rr * jnp.sin(b) - d * jnp.sin(b + th)
+        return jnp.stack(
+            [
+                cx - ss * jnp.sin(ga) - xb,
+                cy + ss * jnp.cos(ga) - yb,
+                cx - e * jnp.sin(ph + de) - zt * jnp.cos(de) - xa,
+                cy + e * jnp.cos(ph + de) - zt * jnp.sin(de) - ya,
+                cx - zf * jnp.cos(om + ep) - u * jnp.sin(ep) - xa,
+                cy - zf * jnp.sin(om + ep) + u * jnp.cos(ep) - ya,
+            ]
+        )
+
+
+ANDREWS_Q0 = [
+    -0.0617138900142764496358948458001,
+    0.0,
+    0.455279819163070380255912382449,
+    0.222668390165885884674473185609,
+    0.487364979543842550225598953530,
+    -0.222668390165885884674473185609,
+    1.23054744454982119249735015568,
+]
+# The Test Set's reference at t = 0.03 (PSIDE at rtol = atol = 1e-14).
+ANDREWS_Q_003 = [
+    0.1581077119629904e2,
+    -0.1575637105984298e2,
+    0.4082224013073101e-1,
+    -0.5347301163226948,
+    0.5244099658805304,
+    0.5347301163226948,
+    0.1048080741042263e1,
+]
+
+
+def test_andrews_squeezer_matches_the_test_set_reference():
+    sys = AndrewsSqueezer()
+    ts = jnp.array([0.0, 0.03])
+    sol = ukjax.simulate(sys, jnp.asarray(ANDREWS_Q0), jnp.zeros(7), ts)
+    np.testing.assert_allclose(np.asarray(sol.q[-1]), ANDREWS_Q_003, rtol=1e-8, atol=1e-9)
+
+
+class CarAxis(ukjax.System):
+    """The car axis problem (P. Rentrop, M. Roche and G. Steinebach, Numer. Math. 55
+    (1989); Test Set for IVP solvers, problem "caraxis"): an axis of two wheels on
+    springs, the left end constrained to a line through the origin and the right wheel's
+    spring base driven along a bump, x_b = sqrt(L^2 - y_b^2), y_b = r sin(w t). Rheonomic
+    holonomic constraints; eps = 1e-2 makes it mildly stiff."""
+
+    eps: float = 1e-2
+    mass: float = 10.0
+    L: float = 1.0
+    L0: float = 0.5
+    r: float = 0.1
+    w: float = 10.0
+    g: float = 1.0
+
+    def _base(self, t):
+        yb = self.r * jnp.sin(self.w * t)
+        return jnp.sqrt(self.L**2 - yb**2), yb
+
+    def mass_matrix(self, t, q):
+        return self.mass * self.eps**2 / 2 * jnp.eye(4, dtype=q.dtype)
+
+    def forces(self, t, q, qd):
+        xl, yl, xr, yr = q
+        xb, yb = self._base(t)
+        Ll = jnp.sqrt(xl**2 + yl**2)
+        Lr = jnp.sqrt((xr - xb) ** 2 + (yr - yb) ** 2)
+        k = self.mass * self.eps**2 / 2
+        return jnp.stack(
+            [
+                (self.L0 - Ll) * xl / Ll,
+                (self.L0 - Ll) * yl / Ll - k * self.g,
+                (self.L0 - Lr) * (xr - xb) / Lr,
+                (self.L0 - Lr) * (yr - yb) / Lr - k * self.g,
+            ]
+        )
+
+    def holonomic(self, t, q):
+        xl, yl, xr, yr = q
+        xb, yb = self._base(t)
+        return jnp.stack([xb * xl + yb * yl, (xl - xr) ** 2 + (yl - yr) ** 2 - self.L**2])
+
+
+# The Test Set's reference at t = 3 (positions, then velocities).
+CAR_AXIS_Y_3 = [
+    0.4934557842755629e-1,
+    0.4969894602303324,
+    0.1041742524885400e1,
+    0.3739110272652214,
+    -0.7705836840321485e-1,
+    0.7446866596327776e-2,
+    0.1755681574942899e-1,
+    0.7703410437794031,
+]
+
+
+def test_car_axis_matches_the_test_set_reference():
+    sys = CarAxis()
+    q0, qd0 = jnp.array([0.0, 0.5, 1.0, 0.5]), jnp.array([-0.5, 0.0, -0.5, 0.0])
+    sol = ukjax.simulate(sys, q0, qd0, jnp.array([0.0, 3.0]))
+    got = np.concatenate([np.asarray(sol.q[-1]), np.asarray(sol.qd[-1])])
+    np.testing.assert_allclose(got, CAR_AXIS_Y_3, rtol=0, atol=1e-9)

@@ -143,6 +143,18 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
     def term_structure(self):
         return self.solver.term_structure
 
+    # diffrax forwards `isinstance` checks to the wrapped solver, then reads (and
+    # `eqx.tree_at`-replaces) these attributes on the wrapper: implicit solvers' root
+    # finder (its tolerances come from the step-size controller) and Runge-Kutta solvers'
+    # scan kind (set by the adjoint). Forwarding them keeps every solver usable.
+    @property
+    def root_finder(self):
+        return self.solver.root_finder  # pyright: ignore[reportAttributeAccessIssue]
+
+    @property
+    def scan_kind(self):
+        return self.solver.scan_kind  # pyright: ignore[reportAttributeAccessIssue]
+
     @property
     def interpolation_cls(self):  # pyright: ignore[reportIncompatibleVariableOverride]
         return self.solver.interpolation_cls

@@ -24,10 +24,16 @@ from ._friction import (
 )
 from ._hybrid import EventLog, HybridField, HybridIntegration
 from ._impulse import Impulses
-from ._initial import AbstractInitialConditions, InitialCheck, check_initial_policy
+from ._initial import (
+    AbstractInitialConditions,
+    IgnoreInitial,
+    InitialCheck,
+    check_initial_policy,
+)
 from ._probe import probe_indexing
+from ._projection import Projection
 from ._results import RESULTS, promote
-from ._stabilization import AbstractStabilization, check_stabilization
+from ._stabilization import AbstractStabilization, NoStabilization, check_stabilization
 from ._system import System, check_state, floatify, overrides
 from ._uk import Failures, default_consistency_tol
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
@@ -209,6 +215,23 @@ def _consistency_tol(tol, controller, uk_solver: AbstractUKSolver, dtype) -> flo
     return max(default_consistency_tol(dtype, uk_solver.consistency_floor(dtype)), rtol**0.5)
 
 
+def default_stabilization(initial: AbstractInitialConditions) -> AbstractStabilization:
+    r"""`simulate`'s stabilisation of a smooth run when none is given.
+
+    `Projection(iterations=1, saves=False)`: one mass-metric Newton step on $q$ and one
+    on $\dot q$ after every step, which removes the integration drift (a step starts
+    within the local error of the manifold, so one step of quadratic convergence reaches
+    round-off). Without it, drift splits the crossing of two assembly branches at a
+    singular configuration into two sheets that each join half of one branch to half of
+    the other, and the exact UK motion on the drifted sheet turns onto the wrong branch
+    (IFToMM benchmark A02). With :class:`ukjax.IgnoreInitial` the given violation is
+    integrated as it is, so nothing is projected.
+    """
+    if isinstance(initial, IgnoreInitial):
+        return NoStabilization()
+    return Projection(iterations=1, saves=False)
+
+
 def _is_concrete(*xs) -> bool:
     return not any(isinstance(x, Tracer) for x in jax.tree_util.tree_leaves(xs))
 
@@ -267,12 +290,16 @@ def simulate(
       `diffrax.RecursiveCheckpointAdjoint()`. `diffrax.ForwardMode()` suits few
       parameters.
     - `max_steps`: bound on the number of steps (default 100 000).
-    - `stabilization`: a strategy: `None` (plain UK, constraints enforced at acceleration
-      level only), `ukjax.Baumgarte(alpha, beta)` (feedback on the constraint residuals,
-      differentiable in the gains) or `ukjax.Projection()` (mass-metric projection after
-      every step; `Projection(saves=False)` projects the steps only). With the default
-      :class:`ukjax.Regularized` UK solve, the projection is what carries a mechanism
-      through singular configurations on its branch (IFToMM benchmark A02).
+    - `stabilization`: a strategy. Default (`None`): for a smooth run,
+      `ukjax.Projection(iterations=1, saves=False)` (one mass-metric Newton step on $q$
+      and $\dot q$ after every step: the drift stays at round-off and a mechanism passes
+      its singular configurations on its branch, IFToMM benchmark A02; nothing to do for
+      systems without position or velocity constraints), except with
+      `initial_conditions=ukjax.IgnoreInitial()` and in hybrid runs (contacts, impulses),
+      which integrate the plain UK equation. Others: `ukjax.NoStabilization()` (plain UK,
+      constraints enforced at the acceleration level only), `ukjax.Baumgarte(alpha,
+      beta)` (feedback on the constraint residuals, differentiable in the gains),
+      `ukjax.Projection()` (two Newton steps, and the saves projected too).
     - `initial_conditions`: a strategy: `ukjax.CheckInitial(tol=None)` (default: refuse
       initial conditions that violate the position/velocity-level constraints, stating the
       residuals), `ukjax.ProjectInitial()` (move them to the nearest consistent state in
@@ -331,7 +358,7 @@ def simulate(
     q0, qd0 = check_state(q0, qd0, system)
     ts = _check_ts(ts, q0.dtype)
     system = floatify(system)
-    initial = check_initial_policy(initial_conditions)
+    initial = given_initial = check_initial_policy(initial_conditions)
     if _is_concrete(system, q0, qd0):
         probe_indexing(system, ts[0], q0, qd0)
     if throw and _is_concrete(system, q0, qd0, ts):  # a plain ValueError with the residuals
@@ -355,6 +382,8 @@ def simulate(
         max_steps=max_steps,
     )
     hybrid = _hybrid_integration(field, q0, ts, contact, impulses, max_events, friction, settings)
+    if hybrid is None and stabilization is None:
+        field = eqx.tree_at(lambda f: f.stabilization, field, default_stabilization(given_initial))
     if hybrid is not None:
         if throw and _is_concrete(system, q0, ts):
             _refuse_penetration(hybrid, ts[0], q0)

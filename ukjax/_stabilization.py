@@ -49,7 +49,9 @@ class AbstractStabilization(eqx.Module):
 
 
 class NoStabilization(AbstractStabilization):
-    """Plain UK: constraints enforced at the acceleration level only (the default).
+    """Plain UK: constraints enforced at the acceleration level only (the default with
+    `ukjax.IgnoreInitial()` and in hybrid runs; smooth runs otherwise project every step,
+    see :func:`ukjax._simulate.default_stabilization`).
 
     Example:
         >>> import ukjax
@@ -110,7 +112,8 @@ class Baumgarte(AbstractStabilization):
 
 
 def check_stabilization(stabilization) -> AbstractStabilization:
-    """`stabilization` (None: :class:`NoStabilization`), or a TypeError saying what to pass."""
+    """`stabilization` (None: :class:`NoStabilization`, the plain UK terms; `simulate`
+    resolves `None` itself), or a TypeError saying what to pass."""
     if stabilization is None:
         return NoStabilization()
     if not isinstance(stabilization, AbstractStabilization):
