@@ -58,7 +58,7 @@ def main():
         start,
         data,
         params=["masses", "damping"],
-        max_steps=4 if args.quick else 200,
+        max_steps=2 if args.quick else 200,
         progress=10,
         **sim,
     )

@@ -248,7 +248,7 @@ def test_stabilisation_is_differentiable():
             q0 * L,
             jnp.array([0.0, 4.0, 0.0]),
             ts,
-            stabilization=ukjax.Projection(saves=False),
+            stabilization=ukjax.Projection(iterations=1, saves=False),
             **kw,
         )
         return jnp.sum(sol.q[-1] * jnp.array([1.0, 2.0, 3.0]))

@@ -73,7 +73,7 @@ def _matches_dense_reference(problem, method):
 
 
 test_matches_dense_reference, test_matches_dense_reference_thorough = two_speeds(
-    _matches_dense_reference, (problems(), st.sampled_from(METHODS)), 5, 12
+    _matches_dense_reference, (problems(), st.sampled_from(METHODS)), 3, 12
 )
 
 
@@ -126,7 +126,7 @@ def _gauss_principle(problem):
 
 
 test_gauss_principle, test_gauss_principle_thorough = two_speeds(
-    _gauss_principle, (problems(),), 10, 25
+    _gauss_principle, (problems(),), 5, 25
 )
 
 
