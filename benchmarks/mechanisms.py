@@ -82,14 +82,7 @@ def single(tol: float, T: float) -> list[dict]:
     for N in (1, 2, 10):
         chain = NFourBar(N=N)
         q0, qd0 = chain.initial_state()
-        fn = lambda q0, qd0: ukjax.simulate(
-            chain,
-            q0,
-            qd0,
-            jnp.asarray(ts),
-            rtol=tol,
-            atol=tol,
-        )
+        fn = lambda q0, qd0: ukjax.simulate(chain, q0, qd0, jnp.asarray(ts), rtol=tol, atol=tol)
         t_c, t_run, sol = time_compile_and_run(fn, q0, qd0, repeats=2)
         theta = nfour_bar_crank_angle(N, ts)
         ref = np.stack([np.cos(theta), np.sin(theta)], 1)
@@ -158,16 +151,7 @@ def batched(tol: float, T: float, batch: int, scipy_batch: int) -> list[dict]:
     q0s, qd0s = jax.vmap(lambda v: chain.initial_state(v))(jnp.asarray(speeds))
     four_bar = _batched_row(
         "N-four-bar N=2",
-        lambda q0, qd0: (
-            ukjax.simulate(
-                chain,
-                q0,
-                qd0,
-                jnp.asarray(ts),
-                rtol=tol,
-                atol=tol,
-            ).q
-        ),
+        lambda q0, qd0: ukjax.simulate(chain, q0, qd0, jnp.asarray(ts), rtol=tol, atol=tol).q,
         (q0s, qd0s),
         [(peer.rhs, np.concatenate(peer.initial_state(v)), ts, tol) for v in speeds[:scipy_batch]],
         batch,

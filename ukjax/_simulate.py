@@ -24,16 +24,10 @@ from ._friction import (
 )
 from ._hybrid import EventLog, HybridField, HybridIntegration
 from ._impulse import Impulses
-from ._initial import (
-    AbstractInitialConditions,
-    IgnoreInitial,
-    InitialCheck,
-    check_initial_policy,
-)
+from ._initial import AbstractInitialConditions, InitialCheck, check_initial_policy
 from ._probe import probe_indexing
-from ._projection import Projection
 from ._results import RESULTS, promote
-from ._stabilization import AbstractStabilization, NoStabilization, check_stabilization
+from ._stabilization import AbstractStabilization, check_stabilization
 from ._system import System, check_state, floatify, overrides
 from ._uk import Failures, default_consistency_tol
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
@@ -215,23 +209,6 @@ def _consistency_tol(tol, controller, uk_solver: AbstractUKSolver, dtype) -> flo
     return max(default_consistency_tol(dtype, uk_solver.consistency_floor(dtype)), rtol**0.5)
 
 
-def default_stabilization(initial: AbstractInitialConditions) -> AbstractStabilization:
-    r"""`simulate`'s stabilisation of a smooth run when none is given.
-
-    `Projection(iterations=1, saves=False)`: one mass-metric Newton step on $q$ and one
-    on $\dot q$ after every step, which removes the integration drift (a step starts
-    within the local error of the manifold, so one step of quadratic convergence reaches
-    round-off). Without it, drift splits the crossing of two assembly branches at a
-    singular configuration into two sheets that each join half of one branch to half of
-    the other, and the exact UK motion on the drifted sheet turns onto the wrong branch
-    (IFToMM benchmark A02). With :class:`ukjax.IgnoreInitial` the given violation is
-    integrated as it is, so nothing is projected.
-    """
-    if isinstance(initial, IgnoreInitial):
-        return NoStabilization()
-    return Projection(iterations=1, saves=False)
-
-
 def _is_concrete(*xs) -> bool:
     return not any(isinstance(x, Tracer) for x in jax.tree_util.tree_leaves(xs))
 
@@ -383,7 +360,7 @@ def simulate(
     )
     hybrid = _hybrid_integration(field, q0, ts, contact, impulses, max_events, friction, settings)
     if hybrid is None and stabilization is None:
-        field = eqx.tree_at(lambda f: f.stabilization, field, default_stabilization(given_initial))
+        field = eqx.tree_at(lambda f: f.stabilization, field, given_initial.default_stabilization())
     if hybrid is not None:
         if throw and _is_concrete(system, q0, ts):
             _refuse_penetration(hybrid, ts[0], q0)

@@ -51,7 +51,7 @@ class AbstractStabilization(eqx.Module):
 class NoStabilization(AbstractStabilization):
     """Plain UK: constraints enforced at the acceleration level only (the default with
     `ukjax.IgnoreInitial()` and in hybrid runs; smooth runs otherwise project every step,
-    see :func:`ukjax._simulate.default_stabilization`).
+    see `AbstractInitialConditions.default_stabilization`).
 
     Example:
         >>> import ukjax
