@@ -7,7 +7,8 @@ The public API:
   for one state; :func:`weighted_pinv`: the M-weighted Moore-Penrose inverse $A_M^+$.
 - UK solver strategies: :class:`Regularized` (default), :class:`CholeskyWithFallback`,
   :class:`SVD`, :class:`Cholesky`; kernel backends :class:`AutoKernels` (default),
-  :class:`UnrolledKernels`, :class:`LapackKernels`.
+  :class:`UnrolledKernels`, :class:`LapackKernels`,
+  :class:`StructuredKernels`.
 - :class:`System`: subclass it to describe a mechanical system.
 - :func:`constraint_matrices`, :func:`mass_and_force`, :func:`acceleration`,
   :func:`energy`, :func:`kinetic_energy`: the model at one state.
@@ -114,6 +115,9 @@ from ._kernels import (
 )
 from ._kernels import (
     LapackKernels as LapackKernels,
+)
+from ._kernels import (
+    StructuredKernels as StructuredKernels,
 )
 from ._kernels import (
     UnrolledKernels as UnrolledKernels,

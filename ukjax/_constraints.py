@@ -21,6 +21,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._residuals import as_rows, has_holonomic, has_nonholonomic, phi, phi_second, psi
 from ._stabilization import AbstractStabilization, NoStabilization, check_stabilization
+from ._structure import Structure
 from ._system import System, as_time, check_state
 
 
@@ -88,6 +89,54 @@ def rows(system: System, t, q, qd, stabilization: AbstractStabilization = NoStab
     A = jnp.concatenate([blk[0] for blk in blocks], axis=0)
     b = jnp.concatenate([blk[1] for blk in blocks], axis=0)
     return A, b
+
+
+def jacobian_blocks(system: System, t, q, qd):
+    """The dense constraint Jacobians (holonomic w.r.t. q, nonholonomic w.r.t. qd, raw A),
+    each None when absent (for :func:`ukjax._structure.detect`)."""
+    hol = nonhol = raw = None
+    if has_holonomic(system, t, q):
+        hol = jax.jacfwd(lambda x: phi(system, t, x))(q)
+    if has_nonholonomic(system, t, q, qd):
+        nonhol = jax.jacfwd(lambda v: psi(system, t, q, v))(qd)
+    out = raw_rows(system, t, q, qd)
+    if out is not None:
+        raw = out[0]
+    return hol, nonhol, raw
+
+
+def structured_rows(
+    system: System, t, q, qd, stabilization: AbstractStabilization, structure: Structure
+) -> tuple[jax.Array, jax.Array]:
+    """The structural entries of A (in `structure.constraint_entries()` order) and b.
+
+    Each Jacobian is one forward-mode product per column colour
+    (:class:`ukjax._structure.JacobianPlan`) instead of one per coordinate."""
+    values, bs = [], []
+    one = jnp.ones((), q.dtype)
+    if structure.holonomic is not None:
+        plan = structure.holonomic
+        jvp = lambda s: jax.jvp(lambda x: phi(system, t, x), (q,), (s,))[1]
+        values.append(plan.values(jax.vmap(jvp)(plan.seeds(q.dtype))))
+        phi0, phid0, phidd = phi_second(system, t, q, qd)
+        bs.append(_add(-phidd, stabilization.holonomic_feedback(phi0, phid0)))
+    if structure.nonholonomic is not None:
+        plan = structure.nonholonomic
+        jvp = lambda s: jax.jvp(lambda v: psi(system, t, q, v), (qd,), (s,))[1]
+        values.append(plan.values(jax.vmap(jvp)(plan.seeds(q.dtype))))
+        psi0, psi_dot = jax.jvp(lambda t_, q_: psi(system, t_, q_, qd), (t, q), (one, qd))
+        bs.append(_add(-psi_dot, stabilization.nonholonomic_feedback(psi0)))
+    if structure.raw is not None:
+        out = raw_rows(system, t, q, qd)
+        assert out is not None
+        A, b = out
+        r = [i for i, _ in structure.raw]
+        c = [j for _, j in structure.raw]
+        values.append(A[jnp.array(r, int), jnp.array(c, int)] if r else jnp.zeros(0, q.dtype))
+        bs.append(b)
+    if not values:
+        return jnp.zeros((0,), q.dtype), jnp.zeros((0,), q.dtype)
+    return jnp.concatenate(values), jnp.concatenate(bs)
 
 
 def constraint_matrices(

@@ -8,8 +8,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._constraints import rows
+from ._constraints import jacobian_blocks, rows, structured_rows
 from ._stabilization import AbstractStabilization, NoStabilization, check_stabilization
+from ._structure import Structure, detect, structured_solve, worthwhile
 from ._system import System, as_time, check_state, floatify, overrides
 from ._uk import Failures, UKTerms, check_terms, failures, uk_terms
 from ._uk_solvers import AbstractUKSolver, Regularized, check_uk_solver
@@ -143,11 +144,54 @@ def evaluate(
     uk_solver: AbstractUKSolver = Regularized(),
 ) -> Evaluation:
     """The UK equation of `system` at one (validated) state."""
+    structure = _structure(system, q, uk_solver)
+    if structure is not None:
+        return _evaluate_structured(system, t, q, qd, stabilization, uk_solver, structure)
     M, Q = mass_and_force(system, t, q, qd)
     A, b = rows(system, t, q, qd, stabilization)
     C = nonideal_force(system, t, q, qd)
     inputs = UKInputs(t, q, qd, M, Q, A, b, C)
     terms = uk_terms(M, Q, A, b, C, uk_solver=uk_solver)
+    return Evaluation(inputs, terms, system_infeasibility(system, t, q, qd))
+
+
+def _blocks(system: System, t, q, qd):
+    return (mass_and_force(system, t, q, qd)[0], *jacobian_blocks(system, t, q, qd))
+
+
+def _structure(system: System, q, uk_solver: AbstractUKSolver) -> Structure | None:
+    """The structure the UK solve should use, or None for the dense path."""
+    n = q.shape[0]
+    if uk_solver.gram_parameters(q.dtype) is None or not uk_solver.kernels.structured(n):
+        return None
+    structure = detect(system, n, q.dtype, _blocks)
+    return structure if structure is not None and worthwhile(structure) else None
+
+
+def _evaluate_structured(system, t, q, qd, stabilization, uk_solver, structure) -> Evaluation:
+    M, Q = mass_and_force(system, t, q, qd)
+    r = [i for i, _ in structure.mass]
+    c = [j for _, j in structure.mass]
+    M_values = M[jnp.array(r, int), jnp.array(c, int)]
+    A_values, b = structured_rows(system, t, q, qd, stabilization, structure)
+    C = nonideal_force(system, t, q, qd)
+    gram = uk_solver.gram_parameters(q.dtype)
+    assert gram is not None
+    st = structured_solve(structure, M_values, Q, A_values, b, C, *gram)
+    terms = UKTerms(
+        st.qdd,
+        st.a,
+        st.Qc_ideal,
+        st.Qc_nonideal,
+        st.residual,
+        st.inconsistency,
+        st.spd_ok,
+        uk_solver.consistency_floor(q.dtype),
+        st.relative_asymmetry,
+        st.min_diagonal,
+    )
+    # M and A as their structural entries: what the finiteness check needs.
+    inputs = UKInputs(t, q, qd, M_values, Q, A_values, b, C)
     return Evaluation(inputs, terms, system_infeasibility(system, t, q, qd))
 
 

@@ -36,22 +36,47 @@ import jax.numpy as jnp
 UNROLL_MAX_N = 8
 """Largest number of coordinates for which :class:`AutoKernels` uses the unrolled kernels."""
 
+STRUCTURED_MIN_N = None
+"""Smallest number of coordinates for which :class:`AutoKernels` detects and uses sparsity
+(:mod:`ukjax._structure`); None: never by default. The structured solve is 2.5-13x faster
+per step on chains of n = 8-64 coordinates (`benchmarks/mujoco_compare.py`), but its
+straight-line code compiles for 12-57 s in a batched RK4 program, which made the test suite
+too slow to keep it on for every system; `AutoKernels(min_structured=6)` or
+:class:`StructuredKernels` turn it on."""
+
+
+def _rows(X: jax.Array) -> list[jax.Array]:
+    """The rows of X (as X[i]) by one `lax.split`.
+
+    Indexing X[i] row by row is the same in the forward pass, but its transpose is a
+    zero array padded around each cotangent, one per index: reverse-mode derivatives of
+    the unrolled kernels then cost O(n) dense arrays per scalar. The transpose of one
+    split is one concatenation."""
+    if X.shape[0] == 0:
+        return []
+    return [r.reshape(X.shape[1:]) for r in jax.lax.split(X, [1] * X.shape[0], axis=0)]
+
+
+def _entries(X: jax.Array) -> list[list[jax.Array]]:
+    """The scalars X[i, j] of a matrix as nested lists (two levels of :func:`_rows`)."""
+    return [_rows(r) for r in _rows(X)]
+
 
 def _cholesky_unrolled(M: jax.Array) -> jax.Array:
     # Symmetrised input, as jnp.linalg.cholesky(symmetrize_input=True): same derivative
     # (dM + dM^T)/2 for non-symmetric tangents.
-    M = 0.5 * (M + M.T)
-    n = M.shape[0]
+    Ms = _entries(0.5 * (M + M.T))
+    n = len(Ms)
     L: list[list[Any]] = [[None] * n for _ in range(n)]
     for j in range(n):
-        s = M[j, j]
+        s = Ms[j][j]
         for k in range(j):
             s = s - L[j][k] * L[j][k]
         d = jnp.sqrt(s)
         L[j][j] = d
         r = 1.0 / d
         for i in range(j + 1, n):
-            s = M[i, j]
+            s = Ms[i][j]
             for k in range(j):
                 s = s - L[i][k] * L[j][k]
             L[i][j] = s * r
@@ -62,24 +87,26 @@ def _cholesky_unrolled(M: jax.Array) -> jax.Array:
 def _solve_lower_unrolled(L: jax.Array, X: jax.Array) -> jax.Array:
     """$L^{-1}X$ for lower-triangular L (n, n) and X (n,) or (n, k)."""
     n = L.shape[0]
-    rows = []
+    Ls, Xs = _entries(L), _rows(X)
+    rows: list[Any] = []
     for i in range(n):
-        s = X[i]
+        s = Xs[i]
         for k in range(i):
-            s = s - L[i, k] * rows[k]
-        rows.append(s / L[i, i])
+            s = s - Ls[i][k] * rows[k]
+        rows.append(s / Ls[i][i])
     return jnp.stack(rows)
 
 
 def _solve_lower_t_unrolled(L: jax.Array, X: jax.Array) -> jax.Array:
     """$L^{-T}X$ for lower-triangular L."""
     n = L.shape[0]
+    Ls, Xs = _entries(L), _rows(X)
     rows: list[Any] = [None] * n
     for i in reversed(range(n)):
-        s = X[i]
+        s = Xs[i]
         for k in range(i + 1, n):
-            s = s - L[k, i] * rows[k]
-        rows[i] = s / L[i, i]
+            s = s - Ls[k][i] * rows[k]
+        rows[i] = s / Ls[i][i]
     return jnp.stack(rows)
 
 
@@ -133,6 +160,12 @@ class AbstractKernels(eqx.Module):
     def ops(self, n: int) -> DenseOps:
         """The :class:`DenseOps` for a system of `n` coordinates (decided at trace time)."""
 
+    def structured(self, n: int) -> bool:
+        """Whether a system of `n` coordinates should have the sparsity of its mass matrix
+        and constraint Jacobians detected and used (:mod:`ukjax._structure`); the dense
+        :meth:`ops` remain the fallback when it has none worth using."""
+        return False
+
 
 class LapackKernels(AbstractKernels):
     """LAPACK factorisations and triangular solves (`jnp.linalg`, `jax.scipy.linalg`).
@@ -179,6 +212,37 @@ class AutoKernels(AbstractKernels):
     """
 
     max_unrolled: int = eqx.field(static=True, default=UNROLL_MAX_N)
+    min_structured: int | None = eqx.field(static=True, default=STRUCTURED_MIN_N)
 
     def ops(self, n: int) -> DenseOps:
         return UNROLLED if n <= self.max_unrolled else LAPACK
+
+    def structured(self, n: int) -> bool:
+        return self.min_structured is not None and n >= self.min_structured
+
+
+class StructuredKernels(AbstractKernels):
+    """Detect the sparsity of M and of the constraint Jacobians and work only on their
+    structural non-zeros, at any n (:mod:`ukjax._structure`); dense kernels as
+    :class:`AutoKernels` when a system has no structure worth using.
+
+    Example:
+        >>> import jax.numpy as jnp, ukjax
+        >>> from ukjax.systems import PlanarChain
+        >>> chain = PlanarChain.uniform(3)
+        >>> q, qd = chain.state_from_angles(jnp.array([0.1, 0.2, 0.3]), jnp.zeros(3))
+        >>> solver = ukjax.Regularized(kernels=ukjax.StructuredKernels())
+        >>> fast = ukjax.acceleration(chain, 0.0, q, qd, uk_solver=solver)
+        >>> dense = ukjax.acceleration(chain, 0.0, q, qd,
+        ...     uk_solver=ukjax.Regularized(kernels=ukjax.LapackKernels()))
+        >>> bool(jnp.allclose(fast, dense, rtol=1e-10, atol=1e-10))
+        True
+    """
+
+    max_unrolled: int = eqx.field(static=True, default=UNROLL_MAX_N)
+
+    def ops(self, n: int) -> DenseOps:
+        return UNROLLED if n <= self.max_unrolled else LAPACK
+
+    def structured(self, n: int) -> bool:
+        return True

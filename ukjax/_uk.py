@@ -55,6 +55,9 @@ class UKTerms(NamedTuple):
     spd_ok: jax.Array  # whether the Cholesky factorisation of M succeeded, ()
     # relative residual the solver's own approximation may leave (see consistency checks)
     consistency_floor: float = 0.0
+    # checks of M computed by a structured solve from M's structural entries (None: from M)
+    relative_asymmetry: jax.Array | None = None
+    min_diagonal: jax.Array | None = None
 
 
 def _validate(M, Q, A, b, C) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array | None]:
@@ -188,7 +191,11 @@ def failures(terms: UKTerms, M, inputs, consistency_tol=None, infeasibility=None
     tol = default_consistency_tol(dtype, floor) if consistency_tol is None else consistency_tol
     nonfinite = ~jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in inputs]))
     tiny = jnp.finfo(dtype).tiny
-    asym = jnp.max(jnp.abs(M - M.T)) / jnp.maximum(jnp.max(jnp.abs(M)), tiny)
+    if terms.relative_asymmetry is None or terms.min_diagonal is None:
+        asym = jnp.max(jnp.abs(M - M.T)) / jnp.maximum(jnp.max(jnp.abs(M)), tiny)
+        min_diagonal = jnp.min(jnp.diagonal(M))
+    else:
+        asym, min_diagonal = terms.relative_asymmetry, terms.min_diagonal
     not_spd = (asym > 1e3 * jnp.finfo(dtype).eps) | ~terms.spd_ok
     inconsistent = terms.inconsistency > tol
     ok = ~nonfinite & ~not_spd & ~inconsistent
@@ -198,7 +205,7 @@ def failures(terms: UKTerms, M, inputs, consistency_tol=None, infeasibility=None
         not_spd & ~nonfinite,
         inconsistent & ~nonfinite & ~not_spd,
         asym,
-        jnp.min(jnp.diagonal(M)),
+        min_diagonal,
         terms.inconsistency,
         jnp.asarray(tol, dtype),
         infeasible,

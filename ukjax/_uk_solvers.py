@@ -52,6 +52,12 @@ class AbstractUKSolver(eqx.Module):
         on consistent constraints (the inconsistency check never fires below it)."""
         return 0.0
 
+    def gram_parameters(self, dtype) -> tuple[float, int] | None:
+        """(tau, refinements) when this solver is the row-scaled Gram-matrix Cholesky with
+        Tikhonov parameter tau and that many refinement steps, which the structured
+        (sparse) solve of :mod:`ukjax._structure` can run; None otherwise (dense only)."""
+        return None
+
 
 class Regularized(AbstractUKSolver):
     r"""Iterated Tikhonov regularisation of the UK solve (default): smooth at every rank.
@@ -121,6 +127,9 @@ class Regularized(AbstractUKSolver):
     def consistency_floor(self, dtype) -> float:
         return 10.0 * self.tau(dtype)
 
+    def gram_parameters(self, dtype) -> tuple[float, int]:
+        return self.tau(dtype), self.refinements
+
 
 class SVD(AbstractUKSolver):
     """Always the rank-revealing SVD: exact at any rank of $A$.
@@ -163,6 +172,9 @@ class Cholesky(AbstractUKSolver):
 
     def pinv(self, B, E, ops):
         return full_rank_solve(B, E, ops)[0]
+
+    def gram_parameters(self, dtype) -> tuple[float, int]:
+        return 0.0, 0
 
 
 class CholeskyWithFallback(AbstractUKSolver):
