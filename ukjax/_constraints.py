@@ -21,7 +21,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._residuals import as_rows, has_holonomic, has_nonholonomic, phi, phi_second, psi
 from ._stabilization import AbstractStabilization, NoStabilization, check_stabilization
-from ._structure import Structure
+from ._structure import Structure, entries_of
 from ._system import System, as_time, check_state
 
 
@@ -29,14 +29,32 @@ def _add(b, feedback):
     return b if feedback is None else b + feedback
 
 
+def _holonomic_b(system: System, t, q, qd, stabilization: AbstractStabilization):
+    phi0, phid0, phidd = phi_second(system, t, q, qd)
+    return _add(-phidd, stabilization.holonomic_feedback(phi0, phid0))
+
+
+def _nonholonomic_b(system: System, t, q, qd, stabilization: AbstractStabilization):
+    one = jnp.ones((), q.dtype)
+    psi0, psi_dot = jax.jvp(lambda t_, q_: psi(system, t_, q_, qd), (t, q), (one, qd))
+    return _add(-psi_dot, stabilization.nonholonomic_feedback(psi0))
+
+
+def _phi_of_q(system: System, t):
+    return lambda x: phi(system, t, x)
+
+
+def _psi_of_qd(system: System, t, q):
+    return lambda v: psi(system, t, q, v)
+
+
 def holonomic_rows(system: System, t, q, qd, stabilization: AbstractStabilization):
     r"""(A, b) rows of the holonomic constraints, or None; b gains the stabilisation's
     holonomic feedback (Baumgarte: $-2\alpha\dot\varphi - \beta^2\varphi$)."""
     if not has_holonomic(system, t, q):
         return None
-    A = jax.jacfwd(lambda x: phi(system, t, x))(q)
-    phi0, phid0, phidd = phi_second(system, t, q, qd)
-    return A, _add(-phidd, stabilization.holonomic_feedback(phi0, phid0))
+    A = jax.jacfwd(_phi_of_q(system, t))(q)
+    return A, _holonomic_b(system, t, q, qd, stabilization)
 
 
 def nonholonomic_rows(system: System, t, q, qd, stabilization: AbstractStabilization):
@@ -44,10 +62,8 @@ def nonholonomic_rows(system: System, t, q, qd, stabilization: AbstractStabiliza
     nonholonomic feedback (Baumgarte: $-\alpha\psi$)."""
     if not has_nonholonomic(system, t, q, qd):
         return None
-    A = jax.jacfwd(lambda v: psi(system, t, q, v))(qd)
-    one = jnp.ones((), q.dtype)
-    psi0, psi_dot = jax.jvp(lambda t_, q_: psi(system, t_, q_, qd), (t, q), (one, qd))
-    return A, _add(-psi_dot, stabilization.nonholonomic_feedback(psi0))
+    A = jax.jacfwd(_psi_of_qd(system, t, q))(qd)
+    return A, _nonholonomic_b(system, t, q, qd, stabilization)
 
 
 def raw_rows(system: System, t, q, qd):
@@ -94,15 +110,12 @@ def rows(system: System, t, q, qd, stabilization: AbstractStabilization = NoStab
 def jacobian_blocks(system: System, t, q, qd):
     """The dense constraint Jacobians (holonomic w.r.t. q, nonholonomic w.r.t. qd, raw A),
     each None when absent (for :func:`ukjax._structure.detect`)."""
-    hol = nonhol = raw = None
-    if has_holonomic(system, t, q):
-        hol = jax.jacfwd(lambda x: phi(system, t, x))(q)
+    hol = jax.jacfwd(_phi_of_q(system, t))(q) if has_holonomic(system, t, q) else None
+    nonhol = None
     if has_nonholonomic(system, t, q, qd):
-        nonhol = jax.jacfwd(lambda v: psi(system, t, q, v))(qd)
-    out = raw_rows(system, t, q, qd)
-    if out is not None:
-        raw = out[0]
-    return hol, nonhol, raw
+        nonhol = jax.jacfwd(_psi_of_qd(system, t, q))(qd)
+    raw = raw_rows(system, t, q, qd)
+    return hol, nonhol, None if raw is None else raw[0]
 
 
 def structured_rows(
@@ -113,27 +126,17 @@ def structured_rows(
     Each Jacobian is one forward-mode product per column colour
     (:class:`ukjax._structure.JacobianPlan`) instead of one per coordinate."""
     values, bs = [], []
-    one = jnp.ones((), q.dtype)
     if structure.holonomic is not None:
-        plan = structure.holonomic
-        jvp = lambda s: jax.jvp(lambda x: phi(system, t, x), (q,), (s,))[1]
-        values.append(plan.values(jax.vmap(jvp)(plan.seeds(q.dtype))))
-        phi0, phid0, phidd = phi_second(system, t, q, qd)
-        bs.append(_add(-phidd, stabilization.holonomic_feedback(phi0, phid0)))
+        values.append(structure.holonomic.jacobian(_phi_of_q(system, t), q))
+        bs.append(_holonomic_b(system, t, q, qd, stabilization))
     if structure.nonholonomic is not None:
-        plan = structure.nonholonomic
-        jvp = lambda s: jax.jvp(lambda v: psi(system, t, q, v), (qd,), (s,))[1]
-        values.append(plan.values(jax.vmap(jvp)(plan.seeds(q.dtype))))
-        psi0, psi_dot = jax.jvp(lambda t_, q_: psi(system, t_, q_, qd), (t, q), (one, qd))
-        bs.append(_add(-psi_dot, stabilization.nonholonomic_feedback(psi0)))
+        values.append(structure.nonholonomic.jacobian(_psi_of_qd(system, t, q), qd))
+        bs.append(_nonholonomic_b(system, t, q, qd, stabilization))
     if structure.raw is not None:
         out = raw_rows(system, t, q, qd)
         assert out is not None
-        A, b = out
-        r = [i for i, _ in structure.raw]
-        c = [j for _, j in structure.raw]
-        values.append(A[jnp.array(r, int), jnp.array(c, int)] if r else jnp.zeros(0, q.dtype))
-        bs.append(b)
+        values.append(entries_of(out[0], structure.raw))
+        bs.append(out[1])
     if not values:
         return jnp.zeros((0,), q.dtype), jnp.zeros((0,), q.dtype)
     return jnp.concatenate(values), jnp.concatenate(bs)

@@ -10,7 +10,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._constraints import jacobian_blocks, rows, structured_rows
 from ._stabilization import AbstractStabilization, NoStabilization, check_stabilization
-from ._structure import Structure, detect, structured_solve, worthwhile
+from ._structure import Structure, detect, entries_of, structured_solve, worthwhile
 from ._system import System, as_time, check_state, floatify, overrides
 from ._uk import Failures, UKTerms, check_terms, failures, uk_terms
 from ._uk_solvers import AbstractUKSolver, Regularized, check_uk_solver
@@ -170,26 +170,14 @@ def _structure(system: System, q, uk_solver: AbstractUKSolver) -> Structure | No
 
 def _evaluate_structured(system, t, q, qd, stabilization, uk_solver, structure) -> Evaluation:
     M, Q = mass_and_force(system, t, q, qd)
-    r = [i for i, _ in structure.mass]
-    c = [j for _, j in structure.mass]
-    M_values = M[jnp.array(r, int), jnp.array(c, int)]
+    M_values = entries_of(M, structure.mass)
     A_values, b = structured_rows(system, t, q, qd, stabilization, structure)
     C = nonideal_force(system, t, q, qd)
     gram = uk_solver.gram_parameters(q.dtype)
     assert gram is not None
-    st = structured_solve(structure, M_values, Q, A_values, b, C, *gram)
-    terms = UKTerms(
-        st.qdd,
-        st.a,
-        st.Qc_ideal,
-        st.Qc_nonideal,
-        st.residual,
-        st.inconsistency,
-        st.spd_ok,
-        uk_solver.consistency_floor(q.dtype),
-        st.relative_asymmetry,
-        st.min_diagonal,
-    )
+    tau, refinements = gram
+    floor = uk_solver.consistency_floor(q.dtype)
+    terms = structured_solve(structure, M_values, Q, A_values, b, C, tau, refinements, floor)
     # M and A as their structural entries: what the finiteness check needs.
     inputs = UKInputs(t, q, qd, M_values, Q, A_values, b, C)
     return Evaluation(inputs, terms, system_infeasibility(system, t, q, qd))

@@ -45,7 +45,7 @@ too slow to keep it on for every system; `AutoKernels(min_structured=6)` or
 :class:`StructuredKernels` turn it on."""
 
 
-def _rows(X: jax.Array) -> list[jax.Array]:
+def unpack(X: jax.Array) -> list[jax.Array]:
     """The rows of X (as X[i]) by one `lax.split`.
 
     Indexing X[i] row by row is the same in the forward pass, but its transpose is a
@@ -58,8 +58,8 @@ def _rows(X: jax.Array) -> list[jax.Array]:
 
 
 def _entries(X: jax.Array) -> list[list[jax.Array]]:
-    """The scalars X[i, j] of a matrix as nested lists (two levels of :func:`_rows`)."""
-    return [_rows(r) for r in _rows(X)]
+    """The scalars X[i, j] of a matrix as nested lists (two levels of :func:`unpack`)."""
+    return [unpack(r) for r in unpack(X)]
 
 
 def _cholesky_unrolled(M: jax.Array) -> jax.Array:
@@ -87,7 +87,7 @@ def _cholesky_unrolled(M: jax.Array) -> jax.Array:
 def _solve_lower_unrolled(L: jax.Array, X: jax.Array) -> jax.Array:
     """$L^{-1}X$ for lower-triangular L (n, n) and X (n,) or (n, k)."""
     n = L.shape[0]
-    Ls, Xs = _entries(L), _rows(X)
+    Ls, Xs = _entries(L), unpack(X)
     rows: list[Any] = []
     for i in range(n):
         s = Xs[i]
@@ -100,7 +100,7 @@ def _solve_lower_unrolled(L: jax.Array, X: jax.Array) -> jax.Array:
 def _solve_lower_t_unrolled(L: jax.Array, X: jax.Array) -> jax.Array:
     """$L^{-T}X$ for lower-triangular L."""
     n = L.shape[0]
-    Ls, Xs = _entries(L), _rows(X)
+    Ls, Xs = _entries(L), unpack(X)
     rows: list[Any] = [None] * n
     for i in reversed(range(n)):
         s = Xs[i]
@@ -242,7 +242,7 @@ class StructuredKernels(AbstractKernels):
     max_unrolled: int = eqx.field(static=True, default=UNROLL_MAX_N)
 
     def ops(self, n: int) -> DenseOps:
-        return UNROLLED if n <= self.max_unrolled else LAPACK
+        return AutoKernels(max_unrolled=self.max_unrolled).ops(n)
 
     def structured(self, n: int) -> bool:
         return True

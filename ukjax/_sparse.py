@@ -39,15 +39,6 @@ Rows = list[dict[int, Any]]
 Vec = list[Any]
 
 
-def split_values(values: jax.Array) -> list[jax.Array]:
-    """The entries of a 1-D array as scalars, by one `lax.split` (whose transpose is one
-    concatenation, where indexing entry by entry would transpose to one padded array per
-    entry)."""
-    if values.shape[0] == 0:
-        return []
-    return [v.reshape(values.shape[1:]) for v in jax.lax.split(values, [1] * values.shape[0])]
-
-
 def from_entries(pattern: tuple[tuple[int, int], ...], values: list[Any], n_rows: int) -> Rows:
     rows: Rows = [{} for _ in range(n_rows)]
     for (i, j), v in zip(pattern, values):

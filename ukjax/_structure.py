@@ -43,6 +43,9 @@ from jax.core import Tracer
 
 import ukjax._sparse as sp
 
+from ._kernels import unpack
+from ._uk import UKTerms
+
 
 Pattern = tuple[tuple[int, int], ...]
 
@@ -55,17 +58,15 @@ class JacobianPlan(NamedTuple):
     colors: tuple[int, ...]  # colour of each column (columns of one colour share no row)
     n_colors: int
 
-    def seeds(self, dtype) -> jax.Array:
-        """(n_colors, n) seed directions, one per colour."""
+    def jacobian(self, f, x: jax.Array) -> jax.Array:
+        """The structural entries of the Jacobian of f at x, by one forward-mode product
+        per colour (seeded with the sum of that colour's unit vectors)."""
+        if not self.entries:
+            return jnp.zeros((0,), x.dtype)
         S = np.zeros((self.n_colors, self.shape[1]))
         for j, c in enumerate(self.colors):
             S[c, j] = 1.0
-        return jnp.asarray(S, dtype)
-
-    def values(self, compressed: jax.Array) -> jax.Array:
-        """The structural entries from the compressed Jacobian (n_colors, m)."""
-        if not self.entries:
-            return jnp.zeros((0,), compressed.dtype)
+        compressed = jax.vmap(lambda s: jax.jvp(f, (x,), (s,))[1])(jnp.asarray(S, x.dtype))
         r = np.array([i for i, _ in self.entries])
         c = np.array([self.colors[j] for _, j in self.entries])
         return compressed[c, r]
@@ -227,16 +228,12 @@ def worthwhile(structure: Structure) -> bool:
 
 
 # ----------------------------------------------------------------------------- the solve
-class StructuredTerms(NamedTuple):
-    qdd: jax.Array
-    a: jax.Array
-    Qc_ideal: jax.Array
-    Qc_nonideal: jax.Array
-    residual: jax.Array
-    inconsistency: jax.Array
-    spd_ok: jax.Array
-    relative_asymmetry: jax.Array
-    min_diagonal: jax.Array
+def entries_of(X: jax.Array, pattern: Pattern) -> jax.Array:
+    """The entries of the matrix X at `pattern`, in its order (one gather)."""
+    if not pattern:
+        return jnp.zeros((0,), X.dtype)
+    r, c = (np.array(ix, int) for ix in zip(*pattern))
+    return X[r, c]
 
 
 def _mass_checks(structure: Structure, M: sp.Rows, M_values: jax.Array):
@@ -262,12 +259,14 @@ def structured_solve(
     C: jax.Array | None,
     tau: float,
     refinements: int,
-) -> StructuredTerms:
+    consistency_floor: float = 0.0,
+) -> UKTerms:
     """The UK terms from the structural entries of M (`structure.mass` order) and of A
     (`structure.constraint_entries()` order), by the Gram-matrix solve with Tikhonov
     parameter `tau` (rows scaled to unit norm) and `refinements` steps of iterative
     refinement, as :func:`ukjax._linalg.regularized_solve` (`tau = 0`, no refinement: the
-    plain Gram-matrix Cholesky).
+    plain Gram-matrix Cholesky). `consistency_floor`: the UK solver's (see
+    :class:`ukjax._uk.UKTerms`).
 
     Everything is straight-line scalar code over structural non-zeros
     (:mod:`ukjax._sparse`). A version with gathers over index arrays for the products
@@ -276,27 +275,27 @@ def structured_solve(
     n, m = structure.n, structure.m
     dtype = Q.dtype
     zero = jnp.zeros((), dtype)
-    Mrows = sp.from_entries(structure.mass, sp.split_values(M_values), n)
+    Mrows = sp.from_entries(structure.mass, unpack(M_values), n)
     L = sp.cholesky(Mrows)
     Lc = sp.columns(L)
     solve_M = lambda v: sp.solve_lower_t(L, sp.solve_lower(L, v), Lc)
-    a = solve_M(sp.split_values(Q))
+    a = solve_M(unpack(Q))
     spd_ok = jnp.all(jnp.isfinite(jnp.stack([L[i][i] for i in range(n)])))
     asym, min_diag = _mass_checks(structure, Mrows, M_values)
     if m == 0:
-        qdd = a if C is None else [_add(x, y) for x, y in zip(a, solve_M(sp.split_values(C)))]
+        qdd = a if C is None else [_add(x, y) for x, y in zip(a, solve_M(unpack(C)))]
         Qc_ni = jnp.zeros(n, dtype) if C is None else C
-        return StructuredTerms(
+        return UKTerms(
             sp.stack(qdd, zero), sp.stack(a, zero), jnp.zeros(n, dtype), Qc_ni,
-            jnp.zeros(0, dtype), zero, spd_ok, asym, min_diag,
+            jnp.zeros(0, dtype), zero, spd_ok, consistency_floor, asym, min_diag,
         )  # fmt: skip
-    Arows = sp.from_entries(structure.constraint_entries(), sp.split_values(A_values), m)
+    Arows = sp.from_entries(structure.constraint_entries(), unpack(A_values), m)
     B = sp.rows_solve_lower(L, Arows)  # A L^{-T}
-    e = [_add(bi, _neg(x)) for bi, x in zip(sp.split_values(b), sp.matvec(Arows, a))]
+    e = [_add(bi, _neg(x)) for bi, x in zip(unpack(b), sp.matvec(Arows, a))]
     if C is None:
         E, c_tilde = e, None
     else:
-        c_tilde = sp.solve_lower(L, sp.split_values(C))
+        c_tilde = sp.solve_lower(L, unpack(C))
         Bc = sp.matvec(B, c_tilde)
         E = [jnp.stack([ei, zero if x is None else x]) for ei, x in zip(e, Bc)]
     Z = _gram_solve(B, E, n, tau, refinements, zero)
@@ -314,14 +313,15 @@ def structured_solve(
         Qc_ni = C - sp.stack(sp.matvec(L, w), zero)
     corr = sp.solve_lower_t(L, y, Lc)
     qdd = sp.stack([_add(ai, ci) for ai, ci in zip(a, corr)], zero)
-    residual = sp.stack(sp.matvec(Arows, sp.split_values(qdd)), zero) - b
+    residual = sp.stack(sp.matvec(Arows, unpack(qdd)), zero) - b
     r_ls = [_add(x, _neg(ei)) for x, ei in zip(sp.matvec(B, z), e)]
     B_norm = sp.norm2([v for row in B for v in row.values()])
     scale = sp.norm2(e) + B_norm * sp.norm2(z)
     inconsistency = sp.norm2(r_ls) / jnp.maximum(scale, jnp.finfo(dtype).tiny)
-    return StructuredTerms(
-        qdd, sp.stack(a, zero), Qc_i, Qc_ni, residual, inconsistency, spd_ok, asym, min_diag
-    )
+    return UKTerms(
+        qdd, sp.stack(a, zero), Qc_i, Qc_ni, residual, inconsistency, spd_ok,
+        consistency_floor, asym, min_diag,
+    )  # fmt: skip
 
 
 def _add(x, y) -> Any:
