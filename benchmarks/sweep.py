@@ -1,5 +1,6 @@
-"""Sweep benchmark: 4096 trajectories with `ukjax.sweep` against scipy `solve_ivp` + NumPy
-`pinv` one trajectory at a time (the seeds' MATLAB workflow), at equal tolerance.
+"""Sweep benchmark: 4096 trajectories with `ukjax.sweep` and with a plain
+`jax.jit(jax.vmap(ukjax.simulate))`, against scipy `solve_ivp` + NumPy `pinv` one trajectory
+at a time (the seeds' MATLAB workflow), at equal method and tolerance.
 
 Systems (Pamplona 2021):
 - §3.4, the doubly constrained 3-D pendulum (n = 3, two holonomic constraints), t in [0, 3]
@@ -9,16 +10,21 @@ Systems (Pamplona 2021):
   x1(0) = x2(0) over [0.5, 1.5] and x2'(0) over [1, 3] (x1'(0) = x2'(0) + A0 omega, so
   every initial state satisfies the constraint).
 
-Both integrators run an explicit 8th-order Dormand-Prince pair with rtol = atol = 1e-12
-(ukjax: diffrax Dopri8; peer: scipy DOP853). The peer integrates a subset of the batch (the
-same trajectories, evenly spaced) and its time per trajectory is extrapolated to the whole
-batch; every peer trajectory is compared with ukjax's.
+Tolerances (both sides the same Dormand-Prince pair and rtol = atol):
+- 1e-8: Dopri5 (diffrax) vs RK45 (scipy), the 5(4) pair;
+- 1e-12: Dopri8 (diffrax) vs DOP853 (scipy), the 8(5,3) pair.
+ukjax runs at its other defaults (run-time checks on, default projection). The peer
+integrates a subset of the batch (the same trajectories, evenly spaced); its time per
+trajectory is extrapolated to the whole batch, and every peer trajectory is compared with
+ukjax's.
 
-ukjax's time is the wall time of `ukjax.sweep` (chunks of 1024, in memory). The first
-chunk includes compilation; compile time is reported as the first chunk's time minus the
-mean of the others, and run time as the rest.
+- `sweep`: wall time of `ukjax.sweep` (chunks of 1024, in memory, `throw=False`). The first
+  chunk includes compilation; compile time = first chunk - mean of the others.
+- `vmap`: `jax.jit(jax.vmap(simulate))` over the whole batch at once (`throw=True`, as a
+  user writes it); compile = `lower(...).compile()`, run = the compiled call.
 
-    python benchmarks/sweep.py [--batch 4096] [--peer 32] [--quick] [--json FILE]
+    python benchmarks/sweep.py [--batch 4096] [--peer 32] [--tolerances 1e-8,1e-12]
+                               [--quick] [--json FILE]
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import jax
 
 
 jax.config.update("jax_enable_x64", True)
+import diffrax
 import jax.numpy as jnp
 import numpy as np
 from scipy.integrate import solve_ivp
@@ -39,7 +46,8 @@ from _common import machine_info, out_path, seed_workflow_uk, write_json
 from ukjax.systems import DoubleRodPendulum, DuffingOscillator
 
 
-RTOL = ATOL = 1e-12
+# tolerance -> (diffrax solver, the scipy method with the same Dormand-Prince pair)
+SETTINGS = {1e-8: (diffrax.Dopri5, "RK45"), 1e-12: (diffrax.Dopri8, "DOP853")}
 
 
 def double_rod_rhs(g=10.0, L1=1.0, L2=1.0):
@@ -111,17 +119,57 @@ def cases(B: int):
     )
 
 
+def run_sweep(system, q0, qd0, ts, tol, solver, chunk):
+    stamps = []
+    t_start = time.perf_counter()
+    res = ukjax.sweep(
+        system,
+        jnp.asarray(q0),
+        jnp.asarray(qd0),
+        jnp.asarray(ts),
+        chunk_size=chunk,
+        progress=False,
+        solver=solver(),
+        rtol=tol,
+        atol=tol,
+        on_chunk=lambda i, n: stamps.append(time.perf_counter()),
+    )
+    total = time.perf_counter() - t_start
+    chunk_times = np.diff([t_start] + stamps)
+    steady = chunk_times[1:].mean() if len(chunk_times) > 1 else np.nan
+    compile_s = chunk_times[0] - steady if len(chunk_times) > 1 else np.nan
+    assert res.ok.all(), f"{int((~res.ok).sum())} trajectories failed"
+    return res.q, total - compile_s, compile_s, float(np.mean(res.num_steps))
+
+
+def run_vmap(system, q0, qd0, ts, tol, solver):
+    ts = jnp.asarray(ts)
+    sim = lambda a, b: ukjax.simulate(system, a, b, ts, solver=solver(), rtol=tol, atol=tol).q
+    args = (jnp.asarray(q0), jnp.asarray(qd0))
+    t0 = time.perf_counter()
+    compiled = jax.jit(jax.vmap(sim)).lower(*args).compile()
+    compile_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    q = jax.block_until_ready(compiled(*args))
+    return np.asarray(q), time.perf_counter() - t0, compile_s
+
+
+def run_peer(rhs, q0, qd0, ts, tol, method, idx, q_ukjax):
+    max_dev, t0 = 0.0, time.perf_counter()
+    for i in idx:
+        y0 = np.concatenate([q0[i], qd0[i]])
+        ref = solve_ivp(rhs, (ts[0], ts[-1]), y0, method=method, rtol=tol, atol=tol, t_eval=ts)
+        assert ref.success, ref.message
+        max_dev = max(max_dev, float(np.abs(ref.y[: q0.shape[1]].T - q_ukjax[i]).max()))
+    return (time.perf_counter() - t0) / len(idx), max_dev
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batch", type=int, default=4096)
     ap.add_argument("--chunk", type=int, default=1024)
-    ap.add_argument(
-        "--vector-width",
-        type=int,
-        default=None,
-        help="ukjax.sweep vector_width (default: the whole share of a chunk at once)",
-    )
     ap.add_argument("--systems", default="rod,duffing", help="comma list: rod, duffing")
+    ap.add_argument("--tolerances", default="1e-8,1e-12", help="comma list: 1e-8, 1e-12")
     ap.add_argument("--peer", type=int, default=32, help="trajectories the peer integrates")
     ap.add_argument("--quick", action="store_true", help="batch 256, 4 peer trajectories")
     ap.add_argument("--json", default=out_path("sweep.json"))
@@ -131,85 +179,67 @@ def main():
     info = machine_info()
     print(
         f"JAX {info['jax']} on {info['backend']} ({info['cpu_count']} CPUs), float64, "
-        f"rtol = atol = {RTOL:g}, batch {args.batch}, chunks of {args.chunk}"
+        f"batch {args.batch}, sweep chunks of {args.chunk}"
     )
     rows = []
-    width = args.vector_width
     wanted = set(args.systems.split(","))
+    tols = [float(x) for x in args.tolerances.split(",")]
     for key, (name, system, q0, qd0, ts, rhs) in zip(("rod", "duffing"), cases(args.batch)):
         if key not in wanted:
             continue
-        stamps = []
-        t_start = time.perf_counter()
-        res = ukjax.sweep(
-            system,
-            jnp.asarray(q0),
-            jnp.asarray(qd0),
-            jnp.asarray(ts),
-            chunk_size=args.chunk,
-            vector_width=width,
-            progress=False,
-            rtol=RTOL,
-            atol=ATOL,
-            on_chunk=lambda i, n: stamps.append(time.perf_counter()),
-        )
-        total = time.perf_counter() - t_start
-        chunk_times = np.diff([t_start] + stamps)
-        steady = chunk_times[1:].mean() if len(chunk_times) > 1 else np.nan
-        compile_s = chunk_times[0] - steady if len(chunk_times) > 1 else np.nan
-        run_s = total - compile_s
-        assert res.ok.all(), f"{name}: {int((~res.ok).sum())} trajectories failed"
-
-        idx = np.linspace(0, args.batch - 1, args.peer).astype(int)
-        max_dev = 0.0
-        t0 = time.perf_counter()
-        for i in idx:
-            ref = solve_ivp(
-                rhs,
-                (ts[0], ts[-1]),
-                np.concatenate([q0[i], qd0[i]]),
-                method="DOP853",
-                rtol=RTOL,
-                atol=ATOL,
-                t_eval=ts,
+        for tol in tols:
+            solver, method = SETTINGS[tol]
+            q_s, run_s, compile_s, steps = run_sweep(system, q0, qd0, ts, tol, solver, args.chunk)
+            q_v, run_v, compile_v = run_vmap(system, q0, qd0, ts, tol, solver)
+            idx = np.linspace(0, args.batch - 1, args.peer).astype(int)
+            peer, dev = run_peer(rhs, q0, qd0, ts, tol, method, idx, q_s)
+            peer_total = peer * args.batch
+            row = {
+                "system": name,
+                "tol": tol,
+                "ukjax_solver": solver.__name__,
+                "peer_method": method,
+                "batch": args.batch,
+                "mean_steps": steps,
+                "sweep_run_s": run_s,
+                "sweep_compile_s": compile_s,
+                "vmap_run_s": run_v,
+                "vmap_compile_s": compile_v,
+                "peer_trajectories": len(idx),
+                "peer_s_per_traj": peer,
+                "peer_total_s_extrapolated": peer_total,
+                "ratio_sweep": peer_total / run_s,
+                "ratio_vmap": peer_total / run_v,
+                "sweep_over_vmap_time": run_s / run_v,
+                "max_abs_dev_q": dev,
+                "max_abs_sweep_minus_vmap": float(np.abs(q_s - q_v).max()),
+            }
+            rows.append(row)
+            print(f"\n{name}, rtol = atol = {tol:g} ({solver.__name__} vs {method})")
+            print(
+                f"  ukjax.sweep  run {run_s:7.2f} s  compile {compile_s:5.2f} s  "
+                f"({steps:.0f} steps/trajectory)  {row['ratio_sweep']:,.0f}x the peer"
             )
-            assert ref.success, ref.message
-            max_dev = max(max_dev, float(np.abs(ref.y[: q0.shape[1]].T - res.q[i]).max()))
-        peer_per_traj = (time.perf_counter() - t0) / len(idx)
-        peer_total = peer_per_traj * args.batch
-        row = {
-            "system": name,
-            "batch": args.batch,
-            "vector_width": str(width),
-            "ukjax_total_s": total,
-            "ukjax_compile_s": compile_s,
-            "ukjax_run_s": run_s,
-            "ukjax_traj_per_s": args.batch / run_s,
-            "ukjax_mean_steps": float(np.mean(res.num_steps)),
-            "peer_trajectories": len(idx),
-            "peer_s_per_traj": peer_per_traj,
-            "peer_total_s_extrapolated": peer_total,
-            "ratio_run": peer_total / run_s,
-            "ratio_including_compile": peer_total / total,
-            "max_abs_dev_q": max_dev,
-        }
-        rows.append(row)
-        print(f"\n{name}")
+            print(
+                f"  jit(vmap)    run {run_v:7.2f} s  compile {compile_v:5.2f} s  "
+                f"{row['ratio_vmap']:,.0f}x the peer"
+            )
+            print(
+                f"  scipy+pinv   {peer * 1e3:7.1f} ms/trajectory over {len(idx)} -> "
+                f"{peer_total:,.1f} s for {args.batch};  max |q - q_peer| = {dev:.1e}"
+            )
+    print(
+        "\n| system | rtol | ukjax / scipy | sweep run s | vmap run s | peer s | sweep × | vmap × |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
         print(
-            f"  ukjax.sweep      total {total:8.2f} s = compile {compile_s:5.2f} s + run "
-            f"{run_s:7.2f} s"
-            f"  ({row['ukjax_traj_per_s']:,.0f} traj/s, {row['ukjax_mean_steps']:.0f} steps each)"
+            f"| {r['system']} | {r['tol']:g} | {r['ukjax_solver']} / {r['peer_method']} | "
+            f"{r['sweep_run_s']:.2f} | {r['vmap_run_s']:.2f} | "
+            f"{r['peer_total_s_extrapolated']:,.0f} | "
+            f"{r['ratio_sweep']:,.0f}× | {r['ratio_vmap']:,.0f}× |"
         )
-        print(
-            f"  scipy+pinv peer  {peer_per_traj * 1e3:8.1f} ms/traj over {len(idx)} trajectories"
-            f" -> {peer_total:,.0f} s for {args.batch}"
-        )
-        print(
-            f"  ratio            {row['ratio_run']:,.0f}x (run)   "
-            f"{row['ratio_including_compile']:,.0f}x"
-            f" (including compile)   max |q - q_peer| = {max_dev:.1e}"
-        )
-    write_json(args.json, {"machine": info, "rtol": RTOL, "atol": ATOL, "rows": rows})
+    write_json(args.json, {"machine": info, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -83,7 +83,9 @@ def main():
         updates, state = opt.update(g, state, params, value=loss, grad=g, value_fn=objective)
         return optax.apply_updates(params, updates), state, loss, g
 
-    state = opt.init(params)
+    # optax's first L-BFGS update turns the weakly typed leaves of its line-search info
+    # strong; making them strong now keeps it at one compilation (else a second at step 2).
+    state = jax.tree_util.tree_map(lambda x: jnp.asarray(x, x.dtype), opt.init(params))
     t0 = time.perf_counter()
     losses, grad_norm = [], float("inf")
     for i in range(steps):

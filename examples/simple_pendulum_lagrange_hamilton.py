@@ -25,9 +25,10 @@ def main():
     ts = np.linspace(0.0, 10.0, 201 if args.quick else 1001)
     fig, ax = plt.subplots(1, 3, figsize=(16, 4.3))
     worst = 0.0
+    rhs = jax.jit(lambda t, y: pendulum_hamilton_rhs(pend, t, y))  # compiled once for scipy
     for th0 in (0.5, 1.5, 2.5, 3.0):
         ref = solve_ivp(
-            lambda t, y: np.asarray(pendulum_hamilton_rhs(pend, t, jnp.asarray(y))),
+            lambda t, y: np.asarray(rhs(t, y)),
             (0, ts[-1]),
             [th0, 0.0],
             method="DOP853",

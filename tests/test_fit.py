@@ -72,6 +72,28 @@ def test_custom_loss_adam_and_unconstrained_parameter():
     np.testing.assert_allclose([res.params["a"], res.params["b"]], target, atol=1e-5)
 
 
+def test_default_lbfgs_step_compiles_once():
+    """optax's L-BFGS state turns weakly typed leaves strong in its first update; fit makes
+    them strong up front, so its jitted step is traced once, not once more at step 2."""
+    traces = []
+
+    class Toy(ukjax.System):
+        a: float = 0.0
+
+        def mass_matrix(self, t, q):
+            return jnp.eye(1)
+
+    def loss(s):
+        traces.append(1)  # runs when the step is traced, not when it runs
+        return (s.a - 2.0) ** 2 + (s.a - 2.0) ** 4
+
+    ukjax.fit(Toy(a=0.5), loss, params=["a"], max_steps=1, progress=False)
+    once = len(traces)
+    traces.clear()
+    res = ukjax.fit(Toy(a=0.5), loss, params=["a"], max_steps=4, progress=False)
+    assert res.steps >= 3 and len(traces) == once
+
+
 @pytest.mark.slow
 def test_positive_parameters_stay_positive():
     """With a log parametrisation a damping coefficient cannot cross zero even when the

@@ -180,8 +180,8 @@ def test_gradients_match_dense_and_finite_differences():
 
 
 def test_bad_mass_matrix_is_reported_per_trajectory():
-    chain = PlanarChain(masses=jnp.array([1.0, -1.0, 1.0, 1.0]), lengths=jnp.ones(4))
-    q0, qd0 = chain.state_from_angles(jnp.linspace(0.2, 0.8, 4), jnp.zeros(4))
+    chain = PlanarChain(masses=jnp.array([1.0, -1.0, 1.0]), lengths=jnp.ones(3))
+    q0, qd0 = chain.state_from_angles(jnp.linspace(0.2, 0.8, 3), jnp.zeros(3))
     kw = dict(solver=ukjax.RK4(), stepsize_controller=diffrax.ConstantStepSize(), dt0=0.1)
     sol = ukjax.simulate(
         chain, q0, qd0, jnp.linspace(0, 1, 3), throw=False, uk_solver=STRUCTURED, **kw

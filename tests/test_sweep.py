@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -251,3 +252,23 @@ def test_command_line(tmp_path):
     r = ukjax.load_sweep(out)
     assert r.q.shape == (10, 3, 2) and r.ok.all()
     np.testing.assert_allclose(np.sum(r.q**2, axis=-1), 1.0, atol=1e-9)  # on the circle
+
+
+def test_a_second_sweep_of_the_same_structure_is_not_recompiled():
+    """The system's values and the save times are arguments of the compiled chunk program:
+    other gravity, states and times reuse it: the second sweep compiles nothing."""
+    q0, qd0 = _batch()
+    first = ukjax.sweep(CartesianPendulum(), q0, qd0, TS, chunk_size=B, progress=False)
+    qd0_2, ts_2 = 0.5 * qd0, TS + 1.0  # (computed before listening: eager ops compile)
+    compiles = []
+    listener = lambda event, seconds, **kw: (
+        compiles.append(seconds) if event == "/jax/core/compile/backend_compile_duration" else None
+    )
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        again = ukjax.sweep(CartesianPendulum(g=3.0), q0, qd0_2, ts_2, chunk_size=B, progress=False)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert first.ok.all() and again.ok.all()
+    assert np.abs(again.q - first.q).max() > 1e-3  # it ran with the new values
+    assert not compiles, f"compiled {len(compiles)} programs ({sum(compiles):.1f} s)"

@@ -73,7 +73,7 @@ def _matches_dense_reference(problem, method):
 
 
 test_matches_dense_reference, test_matches_dense_reference_thorough = two_speeds(
-    _matches_dense_reference, (problems(), st.sampled_from(METHODS)), 3, 12
+    _matches_dense_reference, (problems(), st.sampled_from(METHODS)), 3, 8
 )
 
 

@@ -219,6 +219,14 @@ def _reparametrisation(system, params, positive) -> _Reparametrisation:
     return _Reparametrisation(system, names, frozenset(pos))
 
 
+def _strongly_typed(tree):
+    """The same tree with weakly typed array leaves made strong (same dtype). An optimiser
+    state whose first update turns weak leaves strong (optax's L-BFGS line-search info)
+    would otherwise make the jitted step compile twice."""
+    strong = lambda x: jnp.asarray(x, dtype=x.dtype) if getattr(x, "weak_type", False) else x
+    return jax.tree_util.tree_map(strong, tree)
+
+
 def _step_fn(objective, optimiser):
     value_and_grad = jax.value_and_grad(objective)
 
@@ -326,7 +334,7 @@ def fit(
     stopping = _Stopping(gtol, ftol)
     every = 10 if progress is True else int(progress)
     u = reparam.initial()
-    opt_state = optimiser.init(u)
+    opt_state = _strongly_typed(optimiser.init(u))
     losses: list[float] = []
     small, message, converged, gnorm = 0, f"max_steps={max_steps} reached", False, np.inf
     t0 = time.perf_counter()

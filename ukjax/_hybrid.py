@@ -193,6 +193,9 @@ class HybridField(eqx.Module):
         return multipliers(inputs.A, he.ev.terms, inputs.C)[he.m : he.m + k]
 
     def event_values(self, t, y, mode: Mode) -> jax.Array:
+        return _event_values(self, t, y, mode)
+
+    def _event_values(self, t, y, mode: Mode) -> jax.Array:
         he = self.evaluate(t, y, mode)
         force = self.forces(he) if self.contact.uses_force or self.friction_events else None
         values = self.contact.event_value(mode.engaged, he.cs.g, he.cs.gd, force)
@@ -205,9 +208,7 @@ class HybridField(eqx.Module):
         return jnp.concatenate([values, friction])
 
     def __call__(self, t, y, args):
-        ev = self.evaluate(t, y, args).ev
-        raising = self.check and self.throw
-        return y[1], ev.checked_qdd(self.consistency_tol) if raising else ev.terms.qdd
+        return _field_call(self, t, y, args)
 
     def failed(self, t, y, mode: Mode):
         return self.evaluate(t, y, mode).ev.failures(self.consistency_tol)
@@ -671,6 +672,20 @@ def _forces_in_mode(system, t, q, qd, engaged, contact, sliding, friction, uk_so
         raise ValueError(f"sliding= was given but {type(system).__name__} declares no friction.")
     sliding = jnp.zeros(engaged.shape, jnp.int32) if sliding is None else sliding
     return _evaluate_mode(field, t, q, qd, Mode(engaged, jnp.asarray(sliding, jnp.int32)))
+
+
+# Nested jits: a Runge-Kutta step calls the field at every stage and the event's root find
+# calls the event function many times; each is traced once and the trace reused.
+@eqx.filter_jit
+def _field_call(field: HybridField, t, y, mode: Mode):
+    ev = field.evaluate(t, y, mode).ev
+    raising = field.check and field.throw
+    return y[1], ev.checked_qdd(field.consistency_tol) if raising else ev.terms.qdd
+
+
+@eqx.filter_jit
+def _event_values(field: HybridField, t, y, mode: Mode) -> jax.Array:
+    return field._event_values(t, y, mode)
 
 
 @eqx.filter_jit

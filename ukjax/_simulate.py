@@ -83,10 +83,17 @@ class _VectorField(eqx.Module):
         return self.evaluate(t, y).failures(self.consistency_tol)
 
     def __call__(self, t, y, args):
-        ev = self.evaluate(t, y)
-        # throw=True: raise from inside the solve; throw=False: the event gives the verdict.
-        raising = self.check and self.throw
-        return y[1], ev.checked_qdd(self.consistency_tol) if raising else ev.terms.qdd
+        return _field_call(self, t, y)
+
+
+@eqx.filter_jit
+def _field_call(field: _VectorField, t, y):
+    """The vector field, traced once per solve: an explicit Runge-Kutta step calls it at
+    every stage (13 for Dopri8), and a nested jit reuses the first trace for the others."""
+    ev = field.evaluate(t, y)
+    # throw=True: raise from inside the solve; throw=False: the event gives the verdict.
+    raising = field.check and field.throw
+    return y[1], ev.checked_qdd(field.consistency_tol) if raising else ev.terms.qdd
 
 
 def _explicit(solver) -> bool:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ._probe import probe_indexing
 from ._results import NAMES, code_of
-from ._simulate import simulate
+from ._simulate import _check_ts, simulate
 from ._sweep_store import (
     Chunk,
     ChunkStore,
@@ -27,7 +27,7 @@ from ._sweep_store import (
     read_meta,
     system_signature,
 )
-from ._system import System, check_state
+from ._system import System, check_state, floatify
 
 
 RESULT_NAMES = NAMES
@@ -161,32 +161,45 @@ def _plan(B: int, chunk_size: int, devices, vector_width: int | None) -> _Plan:
     return _Plan(devices, per_device, width, chunk, -(-B // chunk))
 
 
-def _runner(system: System, ts, names: list[str], plan: _Plan, final_only: bool, kwargs):
-    """The jitted function that runs one (padded) chunk, and the sharding of its inputs."""
+class _Layout(NamedTuple):
+    """The static shape of one chunk's program: `devices` x `per_device` trajectories, each
+    device's share run as groups of `width`; `final_only` keeps the last save only."""
+
+    devices: int
+    per_device: int
+    width: int
+    final_only: bool
+
+
+@eqx.filter_jit
+def _run_chunk(system: System, ts, params, q0, qd0, layout: _Layout, kwargs):
+    """One (padded) chunk: (chunk, ...) -> (devices, per_device, ...), vmapped over the
+    sharded device axis; each device's share is a loop over groups of `width` (lax.map
+    vmaps within a group). The system and the save times are arguments, not constants, so
+    the compiled program is reused by every sweep of the same structure (another batch,
+    other parameter values, a resumed sweep)."""
 
     def one(p, a, b):
         s = system
-        if names:
+        if p:
+            names = sorted(p)
             s = eqx.tree_at(
                 lambda s_: [getattr(s_, k) for k in names], system, [p[k] for k in names]
             )
         sol = simulate(s, a, b, ts, **kwargs)
-        q, qd = (sol.q[-1:], sol.qd[-1:]) if final_only else (sol.q, sol.qd)
+        q, qd = (sol.q[-1:], sol.qd[-1:]) if layout.final_only else (sol.q, sol.qd)
         return q, qd, code_of(sol.result), sol.stats["num_steps"]
 
-    nd, per_device = len(plan.devices), plan.per_device
+    nd, per_device = layout.devices, layout.per_device
+    split = lambda x: x.reshape((nd, per_device) + x.shape[1:])
+    per_dev = lambda *xs: jax.lax.map(lambda ys: one(*ys), xs, batch_size=layout.width)
+    out = jax.vmap(per_dev)(*jax.tree_util.tree_map(split, (params, q0, qd0)))
+    return jax.tree_util.tree_map(lambda y: y.reshape((nd * per_device,) + y.shape[2:]), out)
 
-    def run_chunk(*args):
-        # (chunk, ...) -> (devices, per_device, ...): vmap over the sharded device axis; each
-        # device's share is a loop over groups of `width` (lax.map vmaps within a group).
-        split = lambda x: x.reshape((nd, per_device) + x.shape[1:])
-        per_dev = lambda *xs: jax.lax.map(lambda ys: one(*ys), xs, batch_size=plan.width)
-        out = jax.vmap(per_dev)(*jax.tree_util.tree_map(split, args))
-        return jax.tree_util.tree_map(lambda y: y.reshape((plan.chunk,) + y.shape[2:]), out)
 
+def _sharding(plan: _Plan):
     mesh = jax.sharding.Mesh(np.array(plan.devices), ("batch",))
-    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
-    return eqx.filter_jit(run_chunk), sharding
+    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
 
 
 def _store(out, system, ts, batch: _Batch, plan: _Plan, final_only: bool, kwargs) -> ChunkStore:
@@ -265,7 +278,9 @@ def sweep(
     r"""Simulate one system over a large batch of initial conditions and/or parameters.
 
     The batch is cut into chunks of `chunk_size` trajectories. Each chunk is one call of a
-    jitted ``vmap`` of :func:`ukjax.simulate` (compiled once: the last chunk is padded),
+    jitted ``vmap`` of :func:`ukjax.simulate` (compiled once: the last chunk is padded; the
+    system's values and the save times are arguments of the compiled program, so a later
+    sweep of the same system type, shapes and options reuses it without compiling),
     sharded over `devices` along the batch axis with :mod:`jax.sharding`, and, when `out`
     is given, written to ``out/chunk_XXXXXX.npz`` as soon as it finishes (atomically: a
     temporary file is renamed). Calling :func:`sweep` again with the same arguments and
@@ -311,15 +326,15 @@ def sweep(
         ((8, 5, 1), True)
     """
     batch = _batch(system, q0, qd0, params)
-    ts = jnp.asarray(ts)
     q_first, qd_first = check_state(batch.q0[0], batch.qd0[0], system)
-    probe_indexing(system, ts[0].astype(q_first.dtype), q_first, qd_first)
+    ts = _check_ts(ts, q_first.dtype)
+    probe_indexing(system, ts[0], q_first, qd_first)
     B = batch.size
     plan = _plan(B, chunk_size, devices, vector_width)
     simulate_kwargs.setdefault("throw", False)
-    run, sharding = _runner(
-        system, ts, sorted(batch.params), plan, save_final_only, simulate_kwargs
-    )
+    layout = _Layout(len(plan.devices), plan.per_device, plan.width, save_final_only)
+    sharding = _sharding(plan)
+    dynamic = floatify(system)  # float fields traced: other values reuse the program
     store = (
         None
         if out is None
@@ -329,7 +344,7 @@ def sweep(
     results: dict[int, Chunk] = {}
     loaded = computed = 0
     bar = _Progress(len(mine), progress)
-    compiled = None
+    created = False
     for done, i in enumerate(mine, start=1):
         chunk = None if store is None else store.load(i)
         if chunk is not None:
@@ -339,12 +354,12 @@ def sweep(
             continue
         lo, hi = plan.bounds(i, B)
         idx = np.minimum(np.arange(lo, lo + plan.chunk), B - 1)  # pad with the last one
-        args = jax.device_put(batch.take(idx), sharding)
-        if compiled is None:  # trace-time errors surface here, before anything is written
-            compiled = run.lower(*args).compile()
-            if store is not None:
-                store.create()
-        outs = jax.device_get(compiled(*args))
+        p, a, b = jax.device_put(batch.take(idx), sharding)
+        # trace-time errors surface in the first call, before anything is written
+        outs = jax.device_get(_run_chunk(dynamic, ts, p, a, b, layout, simulate_kwargs))
+        if store is not None and not created:
+            store.create()
+            created = True
         results[i] = Chunk(*(np.asarray(x[: hi - lo]) for x in outs))
         if store is not None:
             store.save(i, results[i])
