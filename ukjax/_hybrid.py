@@ -192,10 +192,8 @@ class HybridField(eqx.Module):
         k, inputs = he.cs.g.shape[0], he.ev.inputs
         return multipliers(inputs.A, he.ev.terms, inputs.C)[he.m : he.m + k]
 
+    @eqx.filter_jit  # traced once, reused by every call of the event's root find
     def event_values(self, t, y, mode: Mode) -> jax.Array:
-        return _event_values(self, t, y, mode)
-
-    def _event_values(self, t, y, mode: Mode) -> jax.Array:
         he = self.evaluate(t, y, mode)
         force = self.forces(he) if self.contact.uses_force or self.friction_events else None
         values = self.contact.event_value(mode.engaged, he.cs.g, he.cs.gd, force)
@@ -674,18 +672,12 @@ def _forces_in_mode(system, t, q, qd, engaged, contact, sliding, friction, uk_so
     return _evaluate_mode(field, t, q, qd, Mode(engaged, jnp.asarray(sliding, jnp.int32)))
 
 
-# Nested jits: a Runge-Kutta step calls the field at every stage and the event's root find
-# calls the event function many times; each is traced once and the trace reused.
+# A nested jit: a Runge-Kutta step calls the field at every stage; traced once, reused.
 @eqx.filter_jit
 def _field_call(field: HybridField, t, y, mode: Mode):
     ev = field.evaluate(t, y, mode).ev
     raising = field.check and field.throw
     return y[1], ev.checked_qdd(field.consistency_tol) if raising else ev.terms.qdd
-
-
-@eqx.filter_jit
-def _event_values(field: HybridField, t, y, mode: Mode) -> jax.Array:
-    return field._event_values(t, y, mode)
 
 
 @eqx.filter_jit

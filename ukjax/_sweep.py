@@ -344,7 +344,6 @@ def sweep(
     results: dict[int, Chunk] = {}
     loaded = computed = 0
     bar = _Progress(len(mine), progress)
-    created = False
     for done, i in enumerate(mine, start=1):
         chunk = None if store is None else store.load(i)
         if chunk is not None:
@@ -357,11 +356,9 @@ def sweep(
         p, a, b = jax.device_put(batch.take(idx), sharding)
         # trace-time errors surface in the first call, before anything is written
         outs = jax.device_get(_run_chunk(dynamic, ts, p, a, b, layout, simulate_kwargs))
-        if store is not None and not created:
-            store.create()
-            created = True
         results[i] = Chunk(*(np.asarray(x[: hi - lo]) for x in outs))
         if store is not None:
+            store.create()  # idempotent: meta.json is written once
             store.save(i, results[i])
         computed += 1
         bar.update(done, hi - lo, loaded)
