@@ -188,7 +188,10 @@ def ukjax_run(system, q0, qd0, width=128):
         # Structure detection from n = 6 (the chain's diagonal M, banded A: O(N) solve).
         uk_solver=ukjax.Regularized(kernels=ukjax.AutoKernels(min_structured=6)),
     ).q[-1]
-    fn = jax.jit(lambda A, B: jax.lax.map(lambda ab: one(*ab), (A, B), batch_size=width))
+    fn = jax.jit(
+        lambda A, B: jax.lax.map(lambda ab: one(*ab), (A, B), batch_size=width),
+        compiler_options=ukjax.compiler_options(),  # see ukjax._xla (jax-ml/jax#37465)
+    )
     t0 = time.perf_counter()
     compiled = fn.lower(q0, qd0).compile()
     t_compile = time.perf_counter() - t0

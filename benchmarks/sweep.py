@@ -22,6 +22,9 @@ ukjax's.
   chunk includes compilation; compile time = first chunk - mean of the others.
 - `vmap`: `jax.jit(jax.vmap(simulate))` over the whole batch at once (`throw=True`, as a
   user writes it); compile = `lower(...).compile()`, run = the compiled call.
+- `vmap+opts`: the same with `jax.jit(..., compiler_options=ukjax.compiler_options())`,
+  the XLA options `simulate` and `sweep` compile their own programs with (on this jaxlib:
+  no YNNPACK library fusions, see `ukjax._xla`).
 
     python benchmarks/sweep.py [--batch 4096] [--peer 32] [--tolerances 1e-8,1e-12]
                                [--quick] [--json FILE]
@@ -142,12 +145,12 @@ def run_sweep(system, q0, qd0, ts, tol, solver, chunk):
     return res.q, total - compile_s, compile_s, float(np.mean(res.num_steps))
 
 
-def run_vmap(system, q0, qd0, ts, tol, solver):
+def run_vmap(system, q0, qd0, ts, tol, solver, options=None):
     ts = jnp.asarray(ts)
     sim = lambda a, b: ukjax.simulate(system, a, b, ts, solver=solver(), rtol=tol, atol=tol).q
     args = (jnp.asarray(q0), jnp.asarray(qd0))
     t0 = time.perf_counter()
-    compiled = jax.jit(jax.vmap(sim)).lower(*args).compile()
+    compiled = jax.jit(jax.vmap(sim), compiler_options=options).lower(*args).compile()
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     q = jax.block_until_ready(compiled(*args))
@@ -191,6 +194,8 @@ def main():
             solver, method = SETTINGS[tol]
             q_s, run_s, compile_s, steps = run_sweep(system, q0, qd0, ts, tol, solver, args.chunk)
             q_v, run_v, compile_v = run_vmap(system, q0, qd0, ts, tol, solver)
+            opts = ukjax.compiler_options()
+            _, run_o, _ = run_vmap(system, q0, qd0, ts, tol, solver, opts)
             idx = np.linspace(0, args.batch - 1, args.peer).astype(int)
             peer, dev = run_peer(rhs, q0, qd0, ts, tol, method, idx, q_s)
             peer_total = peer * args.batch
@@ -205,11 +210,14 @@ def main():
                 "sweep_compile_s": compile_s,
                 "vmap_run_s": run_v,
                 "vmap_compile_s": compile_v,
+                "vmap_options_run_s": run_o,
+                "compiler_options": opts,
                 "peer_trajectories": len(idx),
                 "peer_s_per_traj": peer,
                 "peer_total_s_extrapolated": peer_total,
                 "ratio_sweep": peer_total / run_s,
                 "ratio_vmap": peer_total / run_v,
+                "ratio_vmap_options": peer_total / run_o,
                 "sweep_over_vmap_time": run_s / run_v,
                 "max_abs_dev_q": dev,
                 "max_abs_sweep_minus_vmap": float(np.abs(q_s - q_v).max()),
@@ -225,19 +233,25 @@ def main():
                 f"{row['ratio_vmap']:,.0f}x the peer"
             )
             print(
+                f"  jit(vmap, compiler_options=ukjax.compiler_options())  run {run_o:7.2f} s  "
+                f"{row['ratio_vmap_options']:,.0f}x the peer"
+            )
+            print(
                 f"  scipy+pinv   {peer * 1e3:7.1f} ms/trajectory over {len(idx)} -> "
                 f"{peer_total:,.1f} s for {args.batch};  max |q - q_peer| = {dev:.1e}"
             )
     print(
-        "\n| system | rtol | ukjax / scipy | sweep run s | vmap run s | peer s | sweep × | vmap × |"
+        "\n| system | rtol | ukjax / scipy | sweep run s | vmap run s | vmap+opts run s | "
+        "peer s | sweep × | vmap × | vmap+opts × |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['system']} | {r['tol']:g} | {r['ukjax_solver']} / {r['peer_method']} | "
-            f"{r['sweep_run_s']:.2f} | {r['vmap_run_s']:.2f} | "
+            f"{r['sweep_run_s']:.2f} | {r['vmap_run_s']:.2f} | {r['vmap_options_run_s']:.2f} | "
             f"{r['peer_total_s_extrapolated']:,.0f} | "
-            f"{r['ratio_sweep']:,.0f}× | {r['ratio_vmap']:,.0f}× |"
+            f"{r['ratio_sweep']:,.0f}× | {r['ratio_vmap']:,.0f}× | "
+            f"{r['ratio_vmap_options']:,.0f}× |"
         )
     write_json(args.json, {"machine": info, "rows": rows})
 

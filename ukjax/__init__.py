@@ -31,6 +31,8 @@ The public API:
   identification and control with optax.
 - :class:`KuttaMerson`, :class:`RK4`: fixed-step Runge-Kutta methods as diffrax solvers.
 - :mod:`ukjax.systems`: ready-made systems from the literature.
+- :func:`compiler_options`: the XLA options ukjax compiles its own programs with (pass
+  them to your own `jax.jit` around `jax.vmap(simulate)` on a CPU).
 
 References (cited by short name in the docstrings):
 
@@ -192,6 +194,7 @@ from ._uk_solvers import (
 from ._uk_solvers import (
     Regularized as Regularized,
 )
+from ._xla import compiler_options as compiler_options
 
 
 try:

@@ -18,6 +18,7 @@ from ._dynamics import energy
 from ._residuals import constraint_residuals
 from ._simulate import simulate
 from ._sweep import sweep
+from ._xla import compiler_options
 from .systems import CartesianPendulum, DoubleRodPendulum, DuffingOscillator, PlanarChain
 
 
@@ -35,7 +36,9 @@ def _demo_run(args):
     yd0 = jnp.linspace(1.0, 6.0, B)  # sweep the initial speed along y (the thesis' value: 4)
     q0 = jnp.tile(jnp.array([1.0, 0.0, 0.0]), (B, 1))
     qd0 = jnp.stack([jnp.zeros(B), yd0, jnp.zeros(B)], axis=1)
-    run = jax.jit(jax.vmap(lambda a, b: simulate(system, a, b, ts)))
+    run = jax.jit(
+        jax.vmap(lambda a, b: simulate(system, a, b, ts)), compiler_options=compiler_options()
+    )
     t0 = time.perf_counter()
     sol = jax.block_until_ready(run(q0, qd0))
     t_first = time.perf_counter() - t0

@@ -132,6 +132,13 @@ def project_initial_conditions(
     return q, qd
 
 
+# A nested jit: diffrax traces its step body twice, and a nested jit reuses the first trace
+# of the projection (the second is a cache hit).
+@eqx.filter_jit
+def _project_step(system: System, t, q, qd, iterations: int):
+    return project(system, t, q, qd, iterations)
+
+
 class ProjectedSolver(diffrax.AbstractWrappedSolver):
     """A diffrax solver whose every step ends with a mass-metric projection of the state."""
 
@@ -183,7 +190,7 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
         y1, y_error, dense_info, solver_state, result = self.solver.step(
             terms, t0, t1, y0, args, solver_state, True
         )
-        y1 = project(self.system, t1, y1[0], y1[1], self.iterations)
+        y1 = _project_step(self.system, t1, y1[0], y1[1], self.iterations)
         return y1, y_error, dense_info, solver_state, result
 
     def func(self, terms, t0, y0, args):

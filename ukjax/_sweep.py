@@ -28,6 +28,7 @@ from ._sweep_store import (
     system_signature,
 )
 from ._system import System, check_state, floatify
+from ._xla import jit
 
 
 RESULT_NAMES = NAMES
@@ -171,7 +172,7 @@ class _Layout(NamedTuple):
     final_only: bool
 
 
-@eqx.filter_jit
+@jit
 def _run_chunk(system: System, ts, params, q0, qd0, layout: _Layout, kwargs):
     """One (padded) chunk: (chunk, ...) -> (devices, per_device, ...), vmapped over the
     sharded device axis; each device's share is a loop over groups of `width` (lax.map

@@ -1,0 +1,98 @@
+"""Compiled-program hygiene: reduction-free unrolled kernels and ukjax's own XLA options."""
+
+import jax
+import jax.extend
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ukjax
+import ukjax._xla as xla
+from ukjax._kernels import LAPACK, UNROLLED
+
+
+REDUCTIONS = {"reduce_sum", "reduce_max", "reduce_min", "dot_general", "reduce_precision"}
+
+
+def primitives(fn, *args) -> set[str]:
+    """Every primitive in the jaxpr of fn(*args), sub-jaxprs included; of a
+    platform-dependent `cond` (jnp.diagonal has a TPU branch) only the default branch."""
+    seen: set[str] = set()
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            seen.add(eqn.primitive.name)
+            platforms = eqn.params.get("branches_platforms")
+            if platforms is not None:
+                default = [b for b, p in zip(eqn.params["branches"], platforms) if p is None]
+                subs = [b.jaxpr for b in default]
+            else:
+                subs = jax.extend.core.jaxprs_in_params(eqn.params)
+            for sub in subs:
+                walk(sub)
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    return seen
+
+
+@pytest.mark.parametrize("shape", [(3, 4, ()), (2, 5, (3,)), (0, 3, ()), (4, 0, (2,))])
+def test_unrolled_products_are_reduction_free_and_exact(rng, shape):
+    """The unrolled matmul and Gram matrix are chains of multiplies and adds (no reduce or
+    dot op for XLA:CPU to hand to a slow library kernel under vmap), equal to `@`,
+    including with empty dimensions."""
+    m, k, tail = shape
+    A = rng.standard_normal((m, k))
+    X = rng.standard_normal((k,) + tail)
+    batched = lambda f, *xs: jax.vmap(f)(*[jnp.stack([x, 2 * x]) for x in xs])
+    for op, args in (("matmul", (A, X)), ("gram", (A,))):
+        fn = getattr(UNROLLED, op)
+        assert not primitives(lambda *xs, fn=fn: batched(fn, *xs), *args) & REDUCTIONS, op
+        np.testing.assert_allclose(fn(*args), getattr(LAPACK, op)(*args), rtol=1e-13, atol=1e-13)
+        np.testing.assert_allclose(
+            batched(fn, *args)[1], getattr(LAPACK, op)(*[2 * x for x in args]), rtol=1e-13
+        )
+
+
+def test_regularized_unrolled_solve_is_reduction_free(rng):
+    """The default UK solve's pseudo-inverse (Regularized, unrolled kernels) under vmap."""
+    B = rng.standard_normal((3, 4))
+    E = rng.standard_normal((3, 2))
+    solver = ukjax.Regularized(kernels=ukjax.UnrolledKernels())
+    fn = jax.vmap(lambda b, e: solver.pinv(b, e, UNROLLED))
+    assert not primitives(fn, np.stack([B, B]), np.stack([E, E])) & REDUCTIONS
+    np.testing.assert_allclose(
+        fn(np.stack([B, B]), np.stack([E, E]))[0], np.linalg.pinv(B) @ E, rtol=1e-8, atol=1e-8
+    )
+
+
+def test_compiler_options_leave_a_user_setting_alone(monkeypatch):
+    xla._options.cache_clear()
+    try:
+        monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_experimental_ynn_fusion_type=reduce")
+        assert ukjax.compiler_options() == {}
+        monkeypatch.delenv("XLA_FLAGS")
+        xla._options.cache_clear()
+        opts = ukjax.compiler_options()
+        if jax.default_backend() == "cpu":
+            # jaxlib 0.10 knows the option; another version may not (then nothing is set)
+            assert opts in ({"xla_cpu_experimental_ynn_fusion_type": ""}, {})
+        else:
+            assert opts == {}
+        opts["changed"] = 1  # a copy: the cached options are not mutated
+        assert "changed" not in ukjax.compiler_options()
+    finally:
+        xla._options.cache_clear()
+
+
+def test_options_are_used_only_by_the_outermost_program():
+    """JAX refuses compiler options on a nested jit: simulate must run the same at top
+    level (with the options) and under a user's jit or vmap (without; grad takes the same
+    path)."""
+    pend = ukjax.systems.CartesianPendulum(length=1.0)
+    q0, qd0 = jnp.array([1.0, 0.0]), jnp.array([0.0, 0.5])
+    ts = jnp.linspace(0.0, 0.5, 3)
+    sim = lambda v: ukjax.simulate(pend, q0, v, ts, rtol=1e-10, atol=1e-10).q[-1]
+    top = sim(qd0)
+    np.testing.assert_allclose(jnp.linalg.norm(top), 1.0, rtol=1e-9)
+    np.testing.assert_allclose(jax.jit(sim)(qd0), top, rtol=1e-12)
+    np.testing.assert_allclose(jax.vmap(sim)(qd0[None])[0], top, rtol=1e-12)
