@@ -31,8 +31,8 @@ The public API:
   identification and control with optax.
 - :class:`KuttaMerson`, :class:`RK4`: fixed-step Runge-Kutta methods as diffrax solvers.
 - :mod:`ukjax.systems`: ready-made systems from the literature.
-- :func:`compiler_options`: the XLA options ukjax compiles its own programs with (pass
-  them to your own `jax.jit` around `jax.vmap(simulate)` on a CPU).
+- :func:`compiler_options`: the XLA options ukjax compiles its batched programs with (pass
+  them to your own `jax.jit` around a large `jax.vmap(simulate)` on a CPU).
 
 References (cited by short name in the docstrings):
 

@@ -18,7 +18,6 @@ from ._initial import IgnoreInitial
 from ._simulate import simulate
 from ._stabilization import check_stabilization
 from ._system import System, floatify
-from ._xla import jit
 
 
 def _tree_norm(tree):
@@ -231,7 +230,7 @@ def _strongly_typed(tree):
 def _step_fn(objective, optimiser):
     value_and_grad = jax.value_and_grad(objective)
 
-    @jit
+    @eqx.filter_jit
     def step(u, opt_state):
         value, grad = value_and_grad(u)
         updates, opt_state = optimiser.update(

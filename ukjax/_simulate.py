@@ -31,7 +31,6 @@ from ._stabilization import AbstractStabilization, check_stabilization
 from ._system import System, check_state, floatify, overrides
 from ._uk import Failures, default_consistency_tol
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
-from ._xla import jit
 
 
 class Solution(eqx.Module):
@@ -185,7 +184,7 @@ class _Integration(eqx.Module):
         return Solution(ts=ts, q=q, qd=qd, result=result, stats=sol.stats)
 
 
-@jit
+@eqx.filter_jit
 def _integrate(integration: _Integration, q0, qd0, ts) -> Solution:
     return integration(q0, qd0, ts)
 
@@ -477,7 +476,7 @@ def _refuse_friction(hybrid: HybridIntegration, t0, q0) -> None:
         )
 
 
-@jit
+@eqx.filter_jit
 def _integrate_hybrid(integration: HybridIntegration, q0, qd0, ts) -> Solution:
     c = integration(q0, qd0, ts)
     q, qd, result = c.saved_q, c.saved_qd, c.result
