@@ -128,6 +128,12 @@ class Evaluation(eqx.Module):
             infeasibility=self.infeasibility,
         )
 
+    def field_qdd(self, check: bool, throw: bool, consistency_tol=None) -> jax.Array:
+        """The acceleration a vector field returns: checked (raising from inside the solve)
+        when `check` and `throw`; plain otherwise (with `throw=False` the solve's failure
+        event gives the verdict, with `check=False` nobody does)."""
+        return self.checked_qdd(consistency_tol) if check and throw else self.terms.qdd
+
     def failures(self, consistency_tol=None) -> Failures:
         """The checks of this evaluation (see :func:`ukjax._uk.failures`)."""
         return failures(

@@ -676,8 +676,7 @@ def _forces_in_mode(system, t, q, qd, engaged, contact, sliding, friction, uk_so
 @eqx.filter_jit
 def _field_call(field: HybridField, t, y, mode: Mode):
     ev = field.evaluate(t, y, mode).ev
-    raising = field.check and field.throw
-    return y[1], ev.checked_qdd(field.consistency_tol) if raising else ev.terms.qdd
+    return y[1], ev.field_qdd(field.check, field.throw, field.consistency_tol)
 
 
 @eqx.filter_jit

@@ -91,9 +91,7 @@ def _field_call(field: _VectorField, t, y):
     """The vector field, traced once per solve: an explicit Runge-Kutta step calls it at
     every stage (13 for Dopri8), and a nested jit reuses the first trace for the others."""
     ev = field.evaluate(t, y)
-    # throw=True: raise from inside the solve; throw=False: the event gives the verdict.
-    raising = field.check and field.throw
-    return y[1], ev.checked_qdd(field.consistency_tol) if raising else ev.terms.qdd
+    return y[1], ev.field_qdd(field.check, field.throw, field.consistency_tol)
 
 
 def _explicit(solver) -> bool:
