@@ -57,11 +57,15 @@ def code_error_if(x, pred, code, header: str, **values):
 
 def _print_if(pred, header: str, values) -> None:
     if values:
-        # Scalars reduced over any vmap batch (the worst case is printed): a batched
-        # callback would be unrolled once per batch element at compile time.
-        worst = {k: _worst(k, jax.lax.stop_gradient(v)) for k, v in values.items()}
 
         def _report(vals):
-            jax.debug.callback(lambda **v: _print_values(header, **v), **vals)
+            # Scalars reduced over any vmap batch (the worst case is printed): a batched
+            # callback would be unrolled once per batch element at compile time. Reduced
+            # inside the branch, so only when the error fires: outside it, under a wide
+            # vmap, the reductions ran at every evaluation (and XLA:CPU sends them to a
+            # slow library kernel, see ukjax._xla).
+            worst = {k: _worst(k, v) for k, v in vals.items()}
+            jax.debug.callback(lambda v: _print_values(header, **v), worst)
 
-        jax.lax.cond(eqxi.unvmap_any(pred), _report, lambda vals: None, worst)
+        values = jax.lax.stop_gradient(values)
+        jax.lax.cond(eqxi.unvmap_any(pred), _report, lambda vals: None, values)

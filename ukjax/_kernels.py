@@ -132,6 +132,15 @@ def _matmul_unrolled(A: jax.Array, X: jax.Array) -> jax.Array:
     return _sum_of_outer(unpack(A.T), unpack(X), shape, jnp.result_type(A, X))
 
 
+def _norm_unrolled(X: jax.Array) -> jax.Array:
+    """The 2-norm of a vector (Frobenius of a matrix) as a chain of multiply-adds."""
+    entries = unpack(X.reshape(-1))
+    total = jnp.zeros((), X.dtype)
+    for x in entries:
+        total = total + x * x
+    return jnp.sqrt(total)
+
+
 def _gram_unrolled(B: jax.Array) -> jax.Array:
     """$BB^T$: a sum of outer products of the columns of B (fuses under vmap)."""
     cols = unpack(B.T)
@@ -146,6 +155,7 @@ class DenseOps(NamedTuple):
     solve_lower_t: Callable  # (L, X) -> L^{-T} X
     matmul: Callable  # (A, X) -> A X, X of shape (k,) or (k, p)
     gram: Callable  # B -> B B^T
+    norm: Callable  # X -> 2-norm of a vector, Frobenius norm of a matrix
 
 
 LAPACK = DenseOps(
@@ -154,6 +164,7 @@ LAPACK = DenseOps(
     solve_lower_t=lambda L, X: jax.scipy.linalg.solve_triangular(L, X, lower=True, trans=1),
     matmul=lambda A, X: A @ X,
     gram=lambda B: B @ B.T,
+    norm=jnp.linalg.norm,
 )
 
 UNROLLED = DenseOps(
@@ -162,6 +173,7 @@ UNROLLED = DenseOps(
     solve_lower_t=_solve_lower_t_unrolled,
     matmul=_matmul_unrolled,
     gram=_gram_unrolled,
+    norm=_norm_unrolled,
 )
 
 

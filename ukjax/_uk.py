@@ -134,9 +134,9 @@ def uk_terms(M, Q, A, b, C=None, *, uk_solver: AbstractUKSolver | None = None) -
     residual = ops.matmul(A, qdd) - b
     # Relative size of the part of b - A a that lies outside the range of A.
     r_ls = ops.matmul(B, z) - e
-    scale = jnp.linalg.norm(e) + jnp.linalg.norm(B) * jnp.linalg.norm(z)
+    scale = ops.norm(e) + ops.norm(B) * ops.norm(z)
     tiny = jnp.finfo(M.dtype).tiny
-    inconsistency = jnp.linalg.norm(r_ls) / jnp.maximum(scale, tiny)
+    inconsistency = ops.norm(r_ls) / jnp.maximum(scale, tiny)
     return UKTerms(qdd, a, Qc_i, Qc_ni, residual, inconsistency, spd_ok, floor)
 
 
