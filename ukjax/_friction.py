@@ -47,7 +47,7 @@ import jax.numpy as jnp
 
 from ._linalg import pinv_solve
 from ._system import System, overrides
-from ._uk import UKTerms
+from ._uk import UKTerms, relative_residual
 from ._uk_solvers import AbstractUKSolver
 
 
@@ -318,14 +318,13 @@ def frictional_solve(
     qdd, lam, z, e = qdd_cols @ weights, lam_cols @ weights, Z @ weights, E @ weights
     C2 = C0 + W @ N
     r_ls = B @ z - e  # the part of b - A a_C outside the range of A
-    scale = jnp.linalg.norm(e) + jnp.linalg.norm(B) * jnp.linalg.norm(z)
     terms = UKTerms(
         qdd=qdd,
         a=acc[:, 0],
         Qc_ideal=Qc_cols[:, 0],
         Qc_nonideal=C2 + Qc_cols[:, 1:] @ weights[1:],
         residual=A2 @ qdd - b2,
-        inconsistency=jnp.linalg.norm(r_ls) / jnp.maximum(scale, jnp.finfo(Q.dtype).tiny),
+        inconsistency=relative_residual(B, z, e, r_ls),
         spd_ok=jnp.all(jnp.isfinite(L)),
         consistency_floor=uk_solver.consistency_floor(Q.dtype),
     )

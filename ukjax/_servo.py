@@ -44,7 +44,7 @@ from ._dynamics import mass_and_force, nonideal_force
 from ._linalg import pinv_solve, weighted_pinv_solve
 from ._stabilization import Baumgarte
 from ._system import System, as_time, check_state, floatify, overrides
-from ._uk import uk_terms
+from ._uk import relative_residual, uk_terms
 from ._uk_solvers import CholeskyWithFallback
 
 
@@ -147,8 +147,7 @@ def realise(plant: System, servo: Servo, null_control, t, q, qd) -> Realisation:
     if null_control is not None:
         y = jnp.asarray(null_control(t, q, qd), q.dtype).reshape(G.shape[1])
         tau = tau + y - pinv_solve(S, (S @ y)[:, None])[:, 0]
-    scale = jnp.linalg.norm(z) + jnp.linalg.norm(S) * jnp.linalg.norm(tau)
-    rel = jnp.linalg.norm(S @ tau - z) / jnp.maximum(scale, jnp.finfo(q.dtype).tiny)
+    rel = relative_residual(S, tau, z, S @ tau - z)
     return Realisation(tau, S, z, rel)
 
 

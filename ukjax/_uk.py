@@ -31,6 +31,7 @@ Math. Comput. (2004/2005), eqs 8-12.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import equinox as eqx
@@ -133,11 +134,17 @@ def uk_terms(M, Q, A, b, C=None, *, uk_solver: AbstractUKSolver | None = None) -
     qdd = a + ops.solve_lower_t(L, y)
     residual = ops.matmul(A, qdd) - b
     # Relative size of the part of b - A a that lies outside the range of A.
-    r_ls = ops.matmul(B, z) - e
-    scale = ops.norm(e) + ops.norm(B) * ops.norm(z)
-    tiny = jnp.finfo(M.dtype).tiny
-    inconsistency = ops.norm(r_ls) / jnp.maximum(scale, tiny)
+    inconsistency = relative_residual(B, z, e, ops.matmul(B, z) - e, ops.norm)
     return UKTerms(qdd, a, Qc_i, Qc_ni, residual, inconsistency, spd_ok, floor)
+
+
+def relative_residual(B, z, e, r, norm: Callable = jnp.linalg.norm) -> jax.Array:
+    r"""$\|r\| / (\|e\| + \|B\|\,\|z\|)$ for the least-squares solution $z$ of $Bz = e$
+    with residual $r = Bz - e$: how far $e$ lies outside the range of $B$, relative to the
+    conditioning of the problem (the measure :func:`default_consistency_tol` bounds). `norm`:
+    the 2-norm (Frobenius for $B$) to use, e.g. a kernel backend's reduction-free one."""
+    scale = norm(e) + norm(B) * norm(z)
+    return norm(r) / jnp.maximum(scale, jnp.finfo(r.dtype).tiny)
 
 
 def default_consistency_tol(dtype, floor: float = 0.0) -> float:
