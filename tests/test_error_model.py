@@ -97,6 +97,7 @@ def test_inconsistent_constraints(capfd):
     assert bool(sol.result == R.inconsistent_constraints)
 
 
+@pytest.mark.slow  # default-suite time; the same paths run in other default tests
 def test_projection_onto_contradictory_constraints_is_refused():
     q0 = jnp.array([0.3, 0.0])
     with pytest.raises(RUNTIME, match="could not be projected onto the constraints"):

@@ -77,6 +77,7 @@ def test_stuck_block_does_not_creep_over_10_seconds():
     np.testing.assert_allclose(Ft[0], m * g * np.sin(th) + 0.6 * margin, rtol=1e-12)
 
 
+@pytest.mark.slow  # default-suite time; the same paths run in other default tests
 def test_block_launched_down_a_slope_decelerates_and_sticks():
     # tan(0.2) < mu_s: kinetic friction decelerates the slide at g (mu_k cos - sin) to rest
     g, th, ms, mk, v0 = 9.81, 0.2, 0.5, 0.4, -2.0

@@ -251,3 +251,41 @@ def test_gradients_wrt_control_inputs_and_initial_state():
     g_fd = _central_fd(jax.jit(loss), np.asarray(x0), 1e-5)
     assert np.all(np.abs(g) > 1e-3)
     np.testing.assert_allclose(g, g_fd, rtol=1e-6)
+
+
+def _pendulum_loss(adjoint, stabilization):
+    def loss(theta):
+        pend = CartesianPendulum(mass=theta[0], length=1.0, g=theta[1])
+        sol = ukjax.simulate(
+            pend,
+            jnp.array([1.0, 0.0]),
+            jnp.array([0.0, 0.5]),
+            jnp.linspace(0.0, 1.0, 5),
+            solver=diffrax.Tsit5(),
+            rtol=1e-10,
+            atol=1e-10,
+            adjoint=adjoint,
+            stabilization=stabilization,
+        )
+        return jnp.sum(sol.q[1:, 1] * jnp.arange(1.0, 5.0)) + jnp.sum(sol.qd[-1] ** 2)
+
+    return loss
+
+
+@pytest.mark.slow
+def test_backsolve_adjoint_agrees_and_refuses_the_projection():
+    """diffrax's continuous adjoint runs through simulate (whose saves are a plain SaveAt
+    when no failure event is needed: diffrax refuses SaveAt(subs=...) with it) and agrees
+    with the discrete reverse-mode gradient to the solve's tolerance; g matters and the
+    mass does not (a point mass under gravity alone). With the per-step projection it is a
+    ValueError saying what to pass instead."""
+    theta = jnp.array([1.3, 9.81])
+    none = ukjax.NoStabilization()
+    g_back = jax.grad(_pendulum_loss(diffrax.BacksolveAdjoint(), none))(theta)
+    g_disc = jax.grad(_pendulum_loss(diffrax.RecursiveCheckpointAdjoint(), none))(theta)
+    assert abs(float(g_disc[1])) > 1e-2
+    np.testing.assert_allclose(g_back, g_disc, rtol=1e-6, atol=1e-8)
+    with pytest.raises(ValueError, match="NoStabilization"):
+        jax.grad(_pendulum_loss(diffrax.BacksolveAdjoint(), ukjax.Projection()))(theta)
+    with pytest.raises(ValueError, match="BacksolveAdjoint"):  # the default projection too
+        jax.grad(_pendulum_loss(diffrax.BacksolveAdjoint(), None))(theta)

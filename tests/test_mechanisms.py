@@ -286,6 +286,7 @@ ANDREWS_Q_003 = [
 ]
 
 
+@pytest.mark.slow  # default-suite time; the same paths run in other default tests
 def test_andrews_squeezer_matches_the_test_set_reference():
     sys = AndrewsSqueezer()
     ts = jnp.array([0.0, 0.03])

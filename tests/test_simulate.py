@@ -189,3 +189,26 @@ def test_float32_simulation():
         assert sol.q.dtype == jnp.float32
     sol64 = ukjax.simulate(sys, q0, qd0, jnp.linspace(0.0, 3.0, 31))
     np.testing.assert_allclose(sol.q, sol64.q, atol=1e-3)
+
+
+def test_first_call_compiles_few_programs_besides_the_solve():
+    """The eager checks before a solve (finite state, consistent initial conditions, the
+    first save time) cost no XLA compilation of their own beyond one residual program:
+    every eager jax.numpy operation would be one (tens of milliseconds each on the first
+    call of a process). The state length (14: a 7-link chain) is used by no other test, so
+    nothing is cached from them."""
+    from ukjax.systems import PlanarChain
+
+    chain = PlanarChain.uniform(7)
+    q0, qd0 = chain.state_from_angles(jnp.linspace(0.2, 0.6, 7), jnp.zeros(7))
+    compiled = []
+    listener = lambda event, duration, **kw: compiled.append(event)
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        ukjax.simulate(chain, q0, qd0, jnp.linspace(0.0, 0.02, 3), solver=diffrax.Tsit5())
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    n = compiled.count("/jax/core/compile/backend_compile_duration")
+    # the solve, the residual check and a few conversions of constants (8 here; 20
+    # when the checks ran eager jax.numpy operations)
+    assert 2 <= n <= 10, n

@@ -179,6 +179,7 @@ def test_gradients_match_dense_and_finite_differences():
     np.testing.assert_allclose(g, jnp.stack(fd), rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.slow  # default-suite time; the same paths run in other default tests
 def test_bad_mass_matrix_is_reported_per_trajectory():
     chain = PlanarChain(masses=jnp.array([1.0, -1.0, 1.0]), lengths=jnp.ones(3))
     q0, qd0 = chain.state_from_angles(jnp.linspace(0.2, 0.8, 3), jnp.zeros(3))

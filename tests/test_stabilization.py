@@ -257,6 +257,7 @@ def test_stabilisation_is_differentiable():
     np.testing.assert_allclose(g, _fd(jax.jit(loss_len), 1.0), rtol=1e-6)
 
 
+@pytest.mark.slow  # default-suite time; the same paths run in other default tests
 def test_diagnostics_fields(tmp_path):
     sys = DoubleRodPendulum()
     q0, qd0 = sys.initial_state()
@@ -328,6 +329,7 @@ def test_simulate_projects_the_steps_by_default():
     assert abs(float(jnp.sum(kept.q[-1] ** 2)) - 1.21) < 1e-6
 
 
+@pytest.mark.slow  # default-suite time; the same paths run in other default tests
 def test_projection_works_with_implicit_solvers():
     """diffrax reads the root finder (implicit solvers) through the projecting wrapper."""
     pend = CartesianPendulum(length=1.0)

@@ -69,6 +69,7 @@ def test_chunked_and_final_only(reference, tmp_path):
     )  # solver rtol 1e-12; batching changes rounding
 
 
+@pytest.mark.slow  # default-suite time; the same paths run in other default tests
 def test_vector_width_groups_give_the_same_result(reference):
     """A device's share run as a loop over groups of `vector_width` equals
     the whole batch at once; the chunk is rounded up to whole groups (5 -> 6 = 2 x 3)."""
@@ -137,6 +138,7 @@ def test_resumes_after_an_interruption(reference, tmp_path):
     np.testing.assert_array_equal(ukjax.load_sweep(tmp_path).q, r.q)
 
 
+@pytest.mark.slow  # default-suite time; the same paths run in other default tests
 def test_refuses_a_folder_of_another_sweep(tmp_path):
     q0, qd0 = _batch()
     ukjax.sweep(CartesianPendulum(), q0, qd0, TS, chunk_size=B, out=tmp_path, progress=False)

@@ -103,7 +103,7 @@ def _cholesky_solver_matches_dense_reference(problem, kernels):
 ) = two_speeds(
     _cholesky_solver_matches_dense_reference,
     (full_rank_problems(), st.sampled_from(["lapack", "unrolled"])),
-    5,
+    3,
     10,
 )
 
@@ -126,7 +126,7 @@ def _gauss_principle(problem):
 
 
 test_gauss_principle, test_gauss_principle_thorough = two_speeds(
-    _gauss_principle, (problems(),), 5, 25
+    _gauss_principle, (problems(),), 3, 25
 )
 
 
@@ -152,7 +152,7 @@ def _forces_virtual_work_and_m_orthogonality(problem):
 (
     test_forces_virtual_work_and_m_orthogonality,
     test_forces_virtual_work_and_m_orthogonality_thorough,
-) = two_speeds(_forces_virtual_work_and_m_orthogonality, (problems(),), 6, 25)
+) = two_speeds(_forces_virtual_work_and_m_orthogonality, (problems(),), 3, 25)
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -168,6 +168,7 @@ def test_duplicated_and_scaled_rows_change_nothing(rng, method):
     np.testing.assert_allclose(dup, base, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.slow  # default-suite time; the same paths run in other default tests
 def test_methods_agree_for_full_row_rank(rng):
     for n, m in [(2, 1), (5, 3), (12, 7)]:
         M = random_spd(rng, n)

@@ -79,7 +79,9 @@ class AbstractInitialConditions(eqx.Module):
     def apply_eagerly(self, system: System, t0, q0, qd0):
         """Called outside any transformation with concrete values: raise a plain ValueError
         now if the state is unusable. Returns `(policy, q0, qd0)` for the traced part."""
-        if bool(_nonfinite(q0, qd0)):
+        # NumPy, not jax.numpy: each eager jnp operation is an XLA compilation (tens of ms)
+        # on the first call of a process.
+        if not (np.all(np.isfinite(np.asarray(q0))) and np.all(np.isfinite(np.asarray(qd0)))):
             raise ValueError(_nonfinite_message(q0, qd0))
         return self, q0, qd0
 
@@ -147,7 +149,10 @@ class ProjectInitial(AbstractInitialConditions):
 
 @eqx.filter_jit
 def _residuals_jit(system, t0, q0, qd0):
-    return residuals(system, t0, q0, qd0)
+    """The residuals, their largest absolute value and the worst of each level, in one
+    program (as eager operations each would be compiled on its own)."""
+    res = residuals(system, t0, q0, qd0)
+    return res.max_abs(), _worst(res)
 
 
 class CheckInitial(AbstractInitialConditions):
@@ -176,10 +181,10 @@ class CheckInitial(AbstractInitialConditions):
 
     def apply_eagerly(self, system, t0, q0, qd0):
         super().apply_eagerly(system, t0, q0, qd0)
-        res = _residuals_jit(system, t0, q0, qd0)
+        worst, per_level = _residuals_jit(system, t0, q0, qd0)
         tol = _tol(self.tol, q0.dtype)
-        if not float(res.max_abs()) <= tol:
-            w = {k: float(v) for k, v in _worst(res).items()}
+        if not float(worst) <= tol:
+            w = {k: float(v) for k, v in per_level.items()}
             fix = message(RESULTS.initial_conditions_inconsistent).split("). ", 1)[1]
             raise ValueError(
                 f"The initial conditions violate the constraints at t0 = {float(t0)}: "

@@ -26,6 +26,7 @@ from ._hybrid import EventLog, HybridField, HybridIntegration
 from ._impulse import Impulses
 from ._initial import AbstractInitialConditions, InitialCheck, check_initial_policy
 from ._probe import probe_indexing
+from ._projection import Projection
 from ._results import RESULTS, promote
 from ._stabilization import AbstractStabilization, check_stabilization
 from ._system import System, check_state, floatify, overrides
@@ -152,11 +153,14 @@ class _Integration(eqx.Module):
             )
         event = self._event()
         fn = stab.save_fn(system)
-        saves = diffrax.SubSaveAt(ts=ts) if fn is None else diffrax.SubSaveAt(ts=ts, fn=fn)
         # The final state (t1, or where the event stopped the run) is needed only to name
-        # the failure that the event caught.
-        finals = [] if event is None else [diffrax.SubSaveAt(t1=True)]
-        saveat = diffrax.SaveAt(subs=[saves, *finals])
+        # the failure that the event caught. Without it, a plain SaveAt: diffrax's
+        # BacksolveAdjoint refuses SaveAt(subs=...).
+        if event is None:
+            saveat = diffrax.SaveAt(ts=ts) if fn is None else diffrax.SaveAt(ts=ts, fn=fn)
+        else:
+            saves = diffrax.SubSaveAt(ts=ts) if fn is None else diffrax.SubSaveAt(ts=ts, fn=fn)
+            saveat = diffrax.SaveAt(subs=[saves, diffrax.SubSaveAt(t1=True)])
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(self.field),
             stab.wrap_solver(self.solver, system),
@@ -174,12 +178,31 @@ class _Integration(eqx.Module):
             progress_meter=self.progress_meter,
         )
         result = self._result(sol, initial)
-        saved_ts, saved = sol.ts[0], sol.ys[0]  # pyright: ignore[reportOptionalSubscript]
-        reached = jnp.isfinite(saved_ts)[:, None]  # saves after a failure are inf: make NaN
-        q, qd = (jnp.where(reached, x, jnp.nan) for x in saved)
+        if event is None:
+            saved_ts, saved = sol.ts, sol.ys
+        else:
+            saved_ts, saved = sol.ts[0], sol.ys[0]  # pyright: ignore[reportOptionalSubscript]
+        reached = jnp.isfinite(saved_ts)[:, None]  # pyright: ignore[reportArgumentType]
+        q, qd = (jnp.where(reached, x, jnp.nan) for x in saved)  # pyright: ignore[reportOptionalIterable]
         if self.throw:
             q = result.error_if(q, result != RESULTS.successful)
         return Solution(ts=ts, q=q, qd=qd, result=result, stats=sol.stats)
+
+
+def _check_adjoint(adjoint, stabilization) -> None:
+    """A ValueError for combinations diffrax cannot differentiate: the continuous adjoint
+    (`BacksolveAdjoint`) integrates an adjoint ODE backwards with the same solver, and a
+    per-step projection is not part of any ODE."""
+    if isinstance(adjoint, diffrax.BacksolveAdjoint) and isinstance(stabilization, Projection):
+        raise ValueError(
+            "adjoint=diffrax.BacksolveAdjoint() cannot be combined with a per-step "
+            f"projection (stabilization={stabilization!r}; ukjax.Projection is the default "
+            "under CheckInitial and ProjectInitial): the continuous adjoint solves an ODE "
+            "backwards, and the projection is not one. Pass stabilization="
+            "ukjax.NoStabilization() or ukjax.Baumgarte(...) with it, or keep the default "
+            "adjoint (diffrax.RecursiveCheckpointAdjoint(), exact gradients of the "
+            "projected solve)."
+        )
 
 
 @eqx.filter_jit
@@ -341,10 +364,14 @@ def simulate(
     ts = _check_ts(ts, q0.dtype)
     system = floatify(system)
     initial = given_initial = check_initial_policy(initial_conditions)
-    if _is_concrete(system, q0, qd0):
+    if _is_concrete(system, q0, qd0, ts):
+        # The first save time without an eager jax indexing operation (each is compiled).
+        t0 = np.asarray(ts)[0].reshape(())  # a 0-d array: traced, not static, under jit
+        probe_indexing(system, t0, q0, qd0)
+        if throw:  # a plain ValueError with the residuals
+            initial, q0, qd0 = initial.apply_eagerly(system, t0, q0, qd0)
+    elif _is_concrete(system, q0, qd0):
         probe_indexing(system, ts[0], q0, qd0)
-    if throw and _is_concrete(system, q0, qd0, ts):  # a plain ValueError with the residuals
-        initial, q0, qd0 = initial.apply_eagerly(system, ts[0], q0, qd0)
     uk_solver = check_uk_solver(uk_solver)
     controller = _controller(stepsize_controller, rtol, atol, dt0, q0.dtype)
     field = _VectorField(
@@ -366,6 +393,8 @@ def simulate(
     hybrid = _hybrid_integration(field, q0, ts, contact, impulses, max_events, friction, settings)
     if hybrid is None and stabilization is None:
         field = eqx.tree_at(lambda f: f.stabilization, field, given_initial.default_stabilization())
+    if hybrid is None:
+        _check_adjoint(settings["adjoint"], field.stabilization)
     if hybrid is not None:
         if throw and _is_concrete(system, q0, ts):
             _refuse_penetration(hybrid, ts[0], q0)
@@ -401,7 +430,8 @@ def _hybrid_integration(
 ) -> HybridIntegration | None:
     """The hybrid integration, or None when the run has neither contacts nor impulses."""
     system = field.system
-    out = jax.eval_shape(lambda t, q: system.unilateral(t, q), ts[0], q0)
+    t0 = jax.ShapeDtypeStruct((), ts.dtype)  # (ts[0] on a concrete ts is an eager op)
+    out = jax.eval_shape(lambda t, q: system.unilateral(t, q), t0, q0)
     if out is None and contact is not None:
         raise ValueError(
             f"contact= was given but {type(system).__name__} declares no unilateral "
