@@ -43,8 +43,10 @@ def _tol(tol: float | None, dtype) -> float:
     return default_ic_tol(dtype) if tol is None else tol
 
 
-def _nonfinite(q0, qd0) -> jax.Array:
-    return ~(jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(qd0)))
+def _nonfinite(q0, qd0, xp=jnp):
+    """Whether the state holds NaN or inf; `xp=np` on concrete values (each eager
+    jax.numpy operation is an XLA compilation on the first call of a process)."""
+    return ~(xp.all(xp.isfinite(q0)) & xp.all(xp.isfinite(qd0)))
 
 
 def _verdict(system, t0, q0, qd0, tol, failed_code) -> InitialCheck:
@@ -79,9 +81,7 @@ class AbstractInitialConditions(eqx.Module):
     def apply_eagerly(self, system: System, t0, q0, qd0):
         """Called outside any transformation with concrete values: raise a plain ValueError
         now if the state is unusable. Returns `(policy, q0, qd0)` for the traced part."""
-        # NumPy, not jax.numpy: each eager jnp operation is an XLA compilation (tens of ms)
-        # on the first call of a process.
-        if not (np.all(np.isfinite(np.asarray(q0))) and np.all(np.isfinite(np.asarray(qd0)))):
+        if _nonfinite(np.asarray(q0), np.asarray(qd0), xp=np):
             raise ValueError(_nonfinite_message(q0, qd0))
         return self, q0, qd0
 

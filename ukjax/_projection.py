@@ -238,3 +238,17 @@ class Projection(AbstractStabilization):
         if not self.saves:
             return None
         return lambda t, y, args: project(system, t, y[0], y[1], self.iterations)
+
+    def check_adjoint(self, adjoint):
+        """The continuous adjoint (`BacksolveAdjoint`) integrates an adjoint ODE backwards
+        with the same solver, and a per-step projection is not part of any ODE."""
+        if isinstance(adjoint, diffrax.BacksolveAdjoint):
+            raise ValueError(
+                "adjoint=diffrax.BacksolveAdjoint() cannot be combined with a per-step "
+                f"projection (stabilization={self!r}; ukjax.Projection is the default under "
+                "CheckInitial and ProjectInitial): the continuous adjoint solves an ODE "
+                "backwards, and the projection is not one. Pass stabilization="
+                "ukjax.NoStabilization() or ukjax.Baumgarte(...) with it, or keep the "
+                "default adjoint (diffrax.RecursiveCheckpointAdjoint(), exact gradients of "
+                "the projected solve)."
+            )

@@ -26,7 +26,6 @@ from ._hybrid import EventLog, HybridField, HybridIntegration
 from ._impulse import Impulses
 from ._initial import AbstractInitialConditions, InitialCheck, check_initial_policy
 from ._probe import probe_indexing
-from ._projection import Projection
 from ._results import RESULTS, promote
 from ._stabilization import AbstractStabilization, check_stabilization
 from ._system import System, check_state, floatify, overrides
@@ -189,22 +188,6 @@ class _Integration(eqx.Module):
         return Solution(ts=ts, q=q, qd=qd, result=result, stats=sol.stats)
 
 
-def _check_adjoint(adjoint, stabilization) -> None:
-    """A ValueError for combinations diffrax cannot differentiate: the continuous adjoint
-    (`BacksolveAdjoint`) integrates an adjoint ODE backwards with the same solver, and a
-    per-step projection is not part of any ODE."""
-    if isinstance(adjoint, diffrax.BacksolveAdjoint) and isinstance(stabilization, Projection):
-        raise ValueError(
-            "adjoint=diffrax.BacksolveAdjoint() cannot be combined with a per-step "
-            f"projection (stabilization={stabilization!r}; ukjax.Projection is the default "
-            "under CheckInitial and ProjectInitial): the continuous adjoint solves an ODE "
-            "backwards, and the projection is not one. Pass stabilization="
-            "ukjax.NoStabilization() or ukjax.Baumgarte(...) with it, or keep the default "
-            "adjoint (diffrax.RecursiveCheckpointAdjoint(), exact gradients of the "
-            "projected solve)."
-        )
-
-
 @eqx.filter_jit
 def _integrate(integration: _Integration, q0, qd0, ts) -> Solution:
     return integration(q0, qd0, ts)
@@ -364,14 +347,13 @@ def simulate(
     ts = _check_ts(ts, q0.dtype)
     system = floatify(system)
     initial = given_initial = check_initial_policy(initial_conditions)
-    if _is_concrete(system, q0, qd0, ts):
-        # The first save time without an eager jax indexing operation (each is compiled).
-        t0 = np.asarray(ts)[0].reshape(())  # a 0-d array: traced, not static, under jit
+    # The first save time; from NumPy when concrete (an eager jax indexing operation is
+    # an XLA compilation), as a 0-d array (traced, not static, under jit).
+    t0 = np.asarray(ts)[0].reshape(()) if _is_concrete(ts) else ts[0]
+    if _is_concrete(system, q0, qd0):
         probe_indexing(system, t0, q0, qd0)
-        if throw:  # a plain ValueError with the residuals
-            initial, q0, qd0 = initial.apply_eagerly(system, t0, q0, qd0)
-    elif _is_concrete(system, q0, qd0):
-        probe_indexing(system, ts[0], q0, qd0)
+    if throw and _is_concrete(system, q0, qd0, ts):  # a plain ValueError with the residuals
+        initial, q0, qd0 = initial.apply_eagerly(system, t0, q0, qd0)
     uk_solver = check_uk_solver(uk_solver)
     controller = _controller(stepsize_controller, rtol, atol, dt0, q0.dtype)
     field = _VectorField(
@@ -394,7 +376,7 @@ def simulate(
     if hybrid is None and stabilization is None:
         field = eqx.tree_at(lambda f: f.stabilization, field, given_initial.default_stabilization())
     if hybrid is None:
-        _check_adjoint(settings["adjoint"], field.stabilization)
+        field.stabilization.check_adjoint(settings["adjoint"])
     if hybrid is not None:
         if throw and _is_concrete(system, q0, ts):
             _refuse_penetration(hybrid, ts[0], q0)

@@ -47,6 +47,10 @@ class AbstractStabilization(eqx.Module):
         """`fn(t, (q, qd), args)` applied to the saved states, or `None` (save as is)."""
         return None
 
+    def check_adjoint(self, adjoint: diffrax.AbstractAdjoint) -> None:
+        """Raise a ValueError if `adjoint` cannot differentiate a solve stabilised this way
+        (default: every adjoint can)."""
+
 
 class NoStabilization(AbstractStabilization):
     """Plain UK: constraints enforced at the acceleration level only (the default with
