@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import ukjax
+from ukjax._dynamics import mass_matrix
 
 
 class Particle(ukjax.System):
@@ -151,3 +152,15 @@ def test_lagrange_terms_from_kinetic_energy(rng):
             -(2 * sys.m * r * rd * thd + np.sin(t) * rd + np.cos(t) * r),
         ]
         np.testing.assert_allclose(Q, expected, rtol=1e-12)
+        # a closed-form mass_matrix beside kinetic_energy: M from it, Q still from T
+        M2, Q2 = ukjax.mass_and_force(ClosedFormMass(), t, q, qd)
+        np.testing.assert_allclose(M2, 2.0 * M, rtol=1e-13)
+        np.testing.assert_allclose(Q2, expected, rtol=1e-12)
+        np.testing.assert_allclose(mass_matrix(sys, t, jnp.asarray(q), jnp.asarray(qd)), M)
+
+
+class ClosedFormMass(PolarParticle):
+    """PolarParticle with a (deliberately different) closed-form mass matrix, which wins."""
+
+    def mass_matrix(self, t, q):
+        return 2.0 * jnp.diag(jnp.array([self.m, self.m * q[0] ** 2]))

@@ -80,8 +80,32 @@ def test_compiler_options_leave_a_user_setting_alone(monkeypatch):
             assert opts == {}
         opts["changed"] = 1  # a copy: the cached options are not mutated
         assert "changed" not in ukjax.compiler_options()
+        single = ukjax.compiler_options(batched=False)
+        if jax.default_backend() == "cpu":
+            assert single in ({"xla_cpu_use_fusion_emitters": False}, {})
+        else:
+            assert single == {}
+        monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")
+        xla._options.cache_clear()
+        assert ukjax.compiler_options(batched=False) == {}
     finally:
         xla._options.cache_clear()
+
+
+def test_simulate_at_top_level_matches_a_users_jit():
+    """simulate's own program (compiled with compiler_options(batched=False) when it is
+    the outermost program) and the same solve under a user's jit (compiled with JAX's
+    defaults) give the same motion."""
+    from ukjax.systems import DoubleRodPendulum
+
+    system = DoubleRodPendulum()
+    q0, qd0 = system.initial_state()
+    ts = jnp.linspace(0.0, 1.0, 6)
+    run = lambda q, qd: ukjax.simulate(system, q, qd, ts).q
+    top = run(q0, qd0)
+    nested = jax.jit(run)(q0, qd0)
+    assert np.all(np.isfinite(top))
+    np.testing.assert_allclose(top, nested, rtol=1e-10, atol=1e-12)
 
 
 def test_options_are_used_only_by_the_outermost_program():

@@ -26,6 +26,44 @@ def _vector(value, name, system, q):
     return value
 
 
+def _direct(system: System, t, q, qd):
+    """(M, Q) from the system's own `mass_and_force`, validated, or None."""
+    direct = system.mass_and_force(t, q, qd)
+    if direct is None:
+        return None
+    n = q.shape[0]
+    M, Q = (jnp.asarray(x, q.dtype) for x in direct)
+    if M.shape != (n, n) or Q.shape != (n,):
+        raise ValueError(
+            f"{type(system).__name__}.mass_and_force must return M ({n}, {n}) and Q "
+            f"({n},); got {M.shape} and {Q.shape}."
+        )
+    return M, Q
+
+
+def _lagrangian_mass(system: System, t, q, qd):
+    r"""$M = \partial^2T/\partial\dot q^2$ (or the system's `mass_matrix`), validated."""
+    n = q.shape[0]
+    if overrides(system, "kinetic_energy") and not overrides(system, "mass_matrix"):
+        dT_dqd = lambda t_, q_, qd_: jax.grad(system.kinetic_energy, argnums=2)(t_, q_, qd_)
+        M = jax.jacfwd(dT_dqd, argnums=2)(t, q, qd)
+    else:
+        M = jnp.asarray(system.mass_matrix(t, q), q.dtype)
+    if M.shape != (n, n):
+        raise ValueError(
+            f"The mass matrix of {type(system).__name__} must have shape ({n}, {n}); got {M.shape}."
+        )
+    return M
+
+
+def mass_matrix(system: System, t, q, qd):
+    """The mass matrix $M$ (n, n) alone, as :func:`mass_and_force` gives it (for already
+    validated `t`, `q`, `qd`): what a projection or an impulse needs, without tracing
+    the force terms."""
+    direct = _direct(system, t, q, qd)
+    return direct[0] if direct is not None else _lagrangian_mass(system, t, q, qd)
+
+
 def mass_and_force(system: System, t, q, qd):
     r"""The unconstrained model: mass matrix $M$ (n, n) and generalized force $Q$ (n,).
 
@@ -44,27 +82,15 @@ def mass_and_force(system: System, t, q, qd):
     """
     q, qd = check_state(q, qd, system)
     t = as_time(t, q.dtype)
-    n = q.shape[0]
-    direct = system.mass_and_force(t, q, qd)
+    direct = _direct(system, t, q, qd)
     if direct is not None:
-        M, Q = (jnp.asarray(x, q.dtype) for x in direct)
-        if M.shape != (n, n) or Q.shape != (n,):
-            raise ValueError(
-                f"{type(system).__name__}.mass_and_force must return M ({n}, {n}) and Q "
-                f"({n},); got {M.shape} and {Q.shape}."
-            )
-        return M, Q
-    has_T = overrides(system, "kinetic_energy")
-    if has_T and not overrides(system, "mass_matrix"):
-        dT_dqd = lambda t_, q_, qd_: jax.grad(system.kinetic_energy, argnums=2)(t_, q_, qd_)
-        M = jax.jacfwd(dT_dqd, argnums=2)(t, q, qd)
+        return direct
+    lagrangian = overrides(system, "kinetic_energy")
+    if lagrangian and not overrides(system, "mass_matrix"):
+        M, Q = _lagrange_terms(system, t, q, qd, q.shape[0])
     else:
-        M = jnp.asarray(system.mass_matrix(t, q), q.dtype)
-    if M.shape != (n, n):
-        raise ValueError(
-            f"The mass matrix of {type(system).__name__} must have shape ({n}, {n}); got {M.shape}."
-        )
-    Q = jnp.zeros_like(q)
+        M = _lagrangian_mass(system, t, q, qd)
+        Q = _lagrange_terms(system, t, q, qd, 0)[1] if lagrangian else jnp.zeros_like(q)
     F = system.forces(t, q, qd)
     if F is not None:
         Q = Q + _vector(F, "forces", system, q)
@@ -73,15 +99,26 @@ def mass_and_force(system: System, t, q, qd):
         if jax.eval_shape(V, q).shape != ():
             raise ValueError(f"{type(system).__name__}.potential_energy must return a scalar.")
         Q = Q - jax.grad(V)(q)
-    if has_T:
-        T = system.kinetic_energy
-        if jax.eval_shape(T, t, q, qd).shape != ():
-            raise ValueError(f"{type(system).__name__}.kinetic_energy must return a scalar.")
-        dT_dq = jax.grad(T, argnums=1)(t, q, qd)
-        p = lambda t_, q_: jax.grad(T, argnums=2)(t_, q_, qd)  # generalized momentum
-        _, p_dot_explicit = jax.jvp(p, (t, q), (jnp.ones((), q.dtype), qd))
-        Q = Q + dT_dq - p_dot_explicit
     return M, Q
+
+
+def _lagrange_terms(system: System, t, q, qd, k: int) -> tuple[jax.Array, jax.Array]:
+    r"""The first `k` columns of $M = \partial p/\partial\dot q$ ((n, k): $M$ for k = n,
+    nothing for 0) and $\partial T/\partial q - \partial_t p - (\partial p/\partial q)\dot q$,
+    with the momentum $p = \partial T/\partial\dot q$, from one reverse pass of $T$ and
+    one batch of forward derivatives of it: the tangents $e_i$ in $\dot q$ and
+    $(1, \dot q, 0)$ in $(t, q, \dot q)$."""
+    T = system.kinetic_energy
+    if jax.eval_shape(T, t, q, qd).shape != ():
+        raise ValueError(f"{type(system).__name__}.kinetic_energy must return a scalar.")
+    n, dtype = q.shape[0], q.dtype
+    grads = lambda t_, q_, qd_: jax.grad(T, argnums=(1, 2))(t_, q_, qd_)  # (dT/dq, p)
+    dt = jnp.concatenate([jnp.zeros(k, dtype), jnp.ones(1, dtype)])
+    dq = jnp.concatenate([jnp.zeros((k, n), dtype), qd[None]])
+    dqd = jnp.concatenate([jnp.eye(k, n, dtype=dtype), jnp.zeros((1, n), dtype)])
+    tangent = lambda a, b, c: jax.jvp(grads, (t, q, qd), (a, b, c))
+    (dT_dq, _), (_, dp) = jax.vmap(tangent, out_axes=(None, 0))(dt, dq, dqd)
+    return dp[:k].T, dT_dq - dp[k]
 
 
 def nonideal_force(system: System, t, q, qd):

@@ -48,6 +48,14 @@ def error_if(x, pred, msg: str, **values):
     return eqx.error_if(x, pred, msg)
 
 
+def print_if(pred, msg: str, **values) -> None:
+    """Print ``values`` to stderr as :func:`error_if` does, when any element of ``pred`` is
+    true, without raising: for one of several checks whose error is raised by a single
+    result code (``code.error_if``), which walks the Python stack once instead of once per
+    check when the program is traced."""
+    _print_if(jnp.any(pred), msg.split(".")[0], values)
+
+
 def code_error_if(x, pred, code, header: str, **values):
     """Like :func:`error_if`, with the message of a (possibly traced) result code."""
     pred = jnp.any(pred)

@@ -26,6 +26,7 @@ from ._dynamics import (
     Evaluation,
     UKInputs,
     mass_and_force,
+    mass_matrix,
     nonideal_force,
     system_infeasibility,
 )
@@ -465,7 +466,7 @@ class HybridIntegration(eqx.Module):
         met, the contact rows $G\dot q^+ = $ `g_target` and, for `stuck` frictional
         contacts, $T_i\dot q^+ = 0$ (zero rows are ignored)."""
         system = self.field.system
-        M, _ = mass_and_force(system, t, q, qd)
+        M = mass_matrix(system, t, q, qd)
         J, r = velocity_rows(system, t, q, qd)
         rows_, targets = [J, G], [J @ qd - r, g_target]
         if self.field.friction is not None:

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._dynamics import mass_and_force
+from ._dynamics import mass_matrix
 from ._linalg import weighted_pinv_solve
 from ._residuals import velocity_level
 from ._system import System, as_time, check_state, floatify
@@ -44,7 +44,7 @@ def project_velocity(M, w, J, c) -> jax.Array:
 
 def impulse_jump(system: System, t, q, qd, impulse) -> jax.Array:
     """$\\dot q^+$ for validated inputs (see :func:`apply_impulse`)."""
-    M, _ = mass_and_force(system, t, q, qd)
+    M = mass_matrix(system, t, q, qd)
     J, r = velocity_rows(system, t, q, qd)
     w = qd + jnp.linalg.solve(M, impulse)
     return project_velocity(M, w, J, J @ qd - r)

@@ -10,7 +10,7 @@ the numbers behind it); :func:`ukjax.simulate` raises it (`throw=True`) or retur
 from __future__ import annotations
 
 import abc
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -25,10 +25,13 @@ from ._system import System
 
 
 class InitialCheck(NamedTuple):
-    """The verdict on an initial state: a result code and the numbers to print with it."""
+    """The verdict on an initial state: a result code and the numbers to print with it;
+    `checked` when it is known to be a success when the program is traced (the state was
+    checked before, outside it), so that no run-time check is needed."""
 
     code: RESULTS
     values: dict[str, jax.Array]
+    checked: bool = False
 
 
 def _worst(res: ConstraintResiduals) -> dict[str, jax.Array]:
@@ -115,9 +118,22 @@ class IgnoreInitial(AbstractInitialConditions):
         code = first_failure((_nonfinite(q0, qd0), RESULTS.nonfinite_state))
         return q0, qd0, InitialCheck(code, {})
 
+    def apply_eagerly(self, system, t0, q0, qd0):
+        super().apply_eagerly(system, t0, q0, qd0)
+        return _Checked(), q0, qd0  # finite: nothing else to check
+
     def default_stabilization(self) -> AbstractStabilization:
         """None: the given violation is integrated as it is, so nothing is projected."""
         return NoStabilization()
+
+
+class _Checked(IgnoreInitial):
+    """An initial state that `apply_eagerly` has already checked (finite, and consistent
+    where the policy asks for it): nothing is left to check in the program."""
+
+    def apply(self, system, t0, q0, qd0):
+        success: Any = RESULTS.successful
+        return q0, qd0, InitialCheck(success, {}, checked=True)
 
 
 class ProjectInitial(AbstractInitialConditions):
@@ -193,7 +209,7 @@ class CheckInitial(AbstractInitialConditions):
                 f"max|psi| = {w['max_nonholonomic_residual']:.3e} "
                 f"(tolerance {tol:.1e}, ukjax.CheckInitial(tol=...)). {fix}"
             )
-        return IgnoreInitial(), q0, qd0  # checked
+        return _Checked(), q0, qd0
 
 
 def check_initial_policy(policy) -> AbstractInitialConditions:

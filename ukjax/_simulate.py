@@ -31,6 +31,7 @@ from ._stabilization import AbstractStabilization, check_stabilization
 from ._system import System, check_state, floatify, overrides
 from ._uk import Failures, default_consistency_tol
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
+from ._xla import jit
 
 
 class Solution(eqx.Module):
@@ -146,7 +147,7 @@ class _Integration(eqx.Module):
         system, stab = self.field.system, self.field.stabilization
         q0, qd0, initial = self.initial.apply(system, ts[0], q0, qd0)
         refused = initial.code != RESULTS.successful
-        if self.throw:
+        if self.throw and not initial.checked:
             q0 = code_error_if(
                 q0, refused, initial.code, "ukjax: initial state refused", **initial.values
             )
@@ -188,7 +189,7 @@ class _Integration(eqx.Module):
         return Solution(ts=ts, q=q, qd=qd, result=result, stats=sol.stats)
 
 
-@eqx.filter_jit
+@jit(batched=False)
 def _integrate(integration: _Integration, q0, qd0, ts) -> Solution:
     return integration(q0, qd0, ts)
 
@@ -486,7 +487,7 @@ def _refuse_friction(hybrid: HybridIntegration, t0, q0) -> None:
         )
 
 
-@eqx.filter_jit
+@jit(batched=False)
 def _integrate_hybrid(integration: HybridIntegration, q0, qd0, ts) -> Solution:
     c = integration(q0, qd0, ts)
     q, qd, result = c.saved_q, c.saved_qd, c.result

@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._errors import error_if
+from ._errors import print_if
 from ._results import RESULTS, first_failure, message
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
 
@@ -223,32 +223,29 @@ def failures(terms: UKTerms, M, inputs, consistency_tol=None, infeasibility=None
 def check_terms(x, terms: UKTerms, M, inputs, *, consistency_tol=None, infeasibility=None):
     """Return ``x``; raise (inside jit too) on a non-SPD mass matrix, non-finite values,
     inconsistent constraints or an infeasible servo. ``inputs``: the arrays that went into
-    the equation."""
+    the equation. One error check names the first failure (each is tested only where the
+    earlier ones pass), with the numbers of that failure printed just before."""
     f = failures(terms, M, inputs, consistency_tol, infeasibility)
-    x = error_if(x, f.nonfinite, message(RESULTS.nonfinite_state))
-    x = error_if(
-        x,
+    print_if(
         f.not_spd,
         message(RESULTS.mass_matrix_not_spd),
         smallest_diagonal_entry_of_M=f.min_diagonal,
         relative_asymmetry=f.relative_asymmetry,
     )
-    x = error_if(
-        x,
+    print_if(
         f.inconsistent,
         message(RESULTS.inconsistent_constraints),
         relative_residual=f.relative_residual,
         tolerance=f.tolerance,
     )
-    if infeasibility is None:
-        return x
-    return error_if(
-        x,
-        f.infeasible,
-        message(RESULTS.servo_infeasible),
-        relative_servo_residual=f.infeasibility,
-        tolerance=f.tolerance,
-    )
+    if infeasibility is not None:
+        print_if(
+            f.infeasible,
+            message(RESULTS.servo_infeasible),
+            relative_servo_residual=f.infeasibility,
+            tolerance=f.tolerance,
+        )
+    return f.code().error_if(x, f.any())
 
 
 def udwadia_kalaba(

@@ -12,12 +12,21 @@ ukjax compiles itself (`sweep`'s chunks, the command line's batch); pass it to y
 
     run = jax.jit(jax.vmap(sim), compiler_options=ukjax.compiler_options())
 
-They are not used for `simulate` or `fit`, whose own programs are single trajectories or
-small batches: there no reduction is large enough to be handed to YNNPACK, and without the
-library fusions XLA took 10-25 % longer to compile a reverse-mode program (double rod, Tsit5:
-9.1-11.0 s vs 8.1-9.0 s in two runs each).
+They are not used for `simulate`'s own program, a single trajectory: there no reduction is
+large enough to be handed to YNNPACK, and without the library fusions XLA took 10-25 %
+longer to compile a reverse-mode program (double rod, Tsit5: 9.1-11.0 s vs 8.1-9.0 s in
+two runs each).
 
-Nothing is changed when the backend is not the CPU, when this jaxlib does not know the
+That program is compiled with XLA:CPU's older loop-fusion emitters instead
+(`compiler_options(batched=False)`: `{"xla_cpu_use_fusion_emitters": False}`), because its
+compilation is what a user waits for at the first call. Measured on the 2-core CPU
+(jaxlib 0.10.2, float64, `simulate` at its defaults, `benchmarks/compile_time.py`): XLA
+compiled the 15 seed systems' programs in 0.38-1.80 s instead of 0.57-2.83 s (35-40 %
+less), and the compiled runs took the same time within the machine's noise (0.87-1.09x,
+5 s of motion each). Batched programs keep the default emitters: there the older ones
+saved less compilation (1.69 -> 1.51 s, double rod, batch 1024) and ran 4-12 % slower.
+
+Nothing is changed when the backend is not the CPU, when this jaxlib does not know an
 option, or when `XLA_FLAGS` already sets it (your setting wins).
 """
 
@@ -34,26 +43,37 @@ import numpy as np
 
 
 _LIBRARY_FUSIONS = "xla_cpu_experimental_ynn_fusion_type"
+_FUSION_EMITTERS = "xla_cpu_use_fusion_emitters"
+_BATCHED = ((_LIBRARY_FUSIONS, ""),)
+_SINGLE = ((_FUSION_EMITTERS, False),)
 
 
 @functools.cache
-def _options() -> tuple[tuple[str, str], ...]:
-    if _LIBRARY_FUSIONS in os.environ.get("XLA_FLAGS", ""):
-        return ()
+def _options(wanted: tuple[tuple[str, Any], ...] = _BATCHED) -> tuple[tuple[str, Any], ...]:
+    """Those of `wanted` that this backend's XLA accepts and `XLA_FLAGS` does not set."""
     if jax.default_backend() != "cpu":
         return ()
-    options = {_LIBRARY_FUSIONS: ""}
-    try:  # an XLA that does not know the option refuses to compile with it
-        jax.jit(lambda x: x + 1, compiler_options=options).lower(np.float32(1.0)).compile()
-    except Exception:
-        return ()
-    return tuple(options.items())
+    flags = os.environ.get("XLA_FLAGS", "")
+    accepted = []
+    for name, value in wanted:
+        if name in flags:
+            continue
+        try:  # an XLA that does not know an option refuses to compile with it
+            probe = jax.jit(lambda x: x + 1, compiler_options={name: value})
+            probe.lower(np.float32(1.0)).compile()
+        except Exception:
+            continue
+        accepted.append((name, value))
+    return tuple(accepted)
 
 
-def compiler_options() -> dict[str, Any]:
-    """The XLA compiler options ukjax compiles its batched programs with (see the module
-    docstring): `{"xla_cpu_experimental_ynn_fusion_type": ""}` on a CPU backend whose XLA
-    knows that option and where `XLA_FLAGS` does not set it; `{}` otherwise.
+def compiler_options(batched: bool = True) -> dict[str, Any]:
+    """The XLA compiler options ukjax compiles its own programs with (see the module
+    docstring). `batched=True`: those of its batched programs (`sweep`'s chunks, the command
+    line's batch), `{"xla_cpu_experimental_ynn_fusion_type": ""}`; `batched=False`: those
+    of `simulate`'s single-trajectory program, `{"xla_cpu_use_fusion_emitters": False}`.
+    Each only on a CPU backend whose XLA knows the option and where `XLA_FLAGS` does not
+    set it; `{}` otherwise.
 
     Example:
         >>> import jax, ukjax
@@ -63,8 +83,10 @@ def compiler_options() -> dict[str, Any]:
         >>> double = jax.jit(lambda x: 2 * x, compiler_options=opts)
         >>> float(double(1.5))
         3.0
+        >>> ukjax.compiler_options(batched=False) in ({}, {"xla_cpu_use_fusion_emitters": False})
+        True
     """
-    return dict(_options())
+    return dict(_options(_BATCHED if batched else _SINGLE))
 
 
 class _Jit:
@@ -74,15 +96,17 @@ class _Jit:
     options apply. Created at the first call (the options depend on the backend, which
     must not be initialised at import)."""
 
-    def __init__(self, fn: Callable):
+    def __init__(self, fn: Callable, batched: bool):
         functools.update_wrapper(self, fn)
         self._fn = fn
+        self._batched = batched
         self._jitted: dict[bool, Callable] = {}
 
     def __call__(self, *args, **kwargs):
         top = _top_level()
         if top not in self._jitted:
-            self._jitted[top] = _filter_jit(self._fn, compiler_options() if top else {})
+            options = compiler_options(self._batched) if top else {}
+            self._jitted[top] = _filter_jit(self._fn, options)
         return self._jitted[top](*args, **kwargs)
 
 
@@ -104,8 +128,10 @@ def _filter_jit(fn: Callable, options: dict[str, Any]) -> Callable:
         return eqx.filter_jit(fn)
 
 
-def jit(fn: Callable) -> Callable:
-    """`eqx.filter_jit` for ukjax's batched outermost programs, compiled with
-    :func:`compiler_options`. Nested inside another jit it is inlined like any jit (the
-    options of the outermost program apply)."""
-    return _Jit(fn)
+def jit(fn: Callable | None = None, *, batched: bool = True) -> Callable:
+    """`eqx.filter_jit` for ukjax's outermost programs, compiled with
+    `compiler_options(batched)`. Nested inside another jit it is inlined like any jit (the
+    options of the outermost program apply). Usable as `@jit` or `@jit(batched=False)`."""
+    if fn is None:
+        return functools.partial(jit, batched=batched)
+    return _Jit(fn, batched)
