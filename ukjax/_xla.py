@@ -20,11 +20,14 @@ two runs each).
 That program is compiled with XLA:CPU's older loop-fusion emitters instead
 (`compiler_options(batched=False)`: `{"xla_cpu_use_fusion_emitters": False}`), because its
 compilation is what a user waits for at the first call. Measured on the 2-core CPU
-(jaxlib 0.10.2, float64, `simulate` at its defaults, `benchmarks/compile_time.py`): XLA
-compiled the 15 seed systems' programs in 0.38-1.80 s instead of 0.57-2.83 s (35-40 %
-less), and the compiled runs took the same time within the machine's noise (0.87-1.09x,
-5 s of motion each). Batched programs keep the default emitters: there the older ones
-saved less compilation (1.69 -> 1.51 s, double rod, batch 1024) and ran 4-12 % slower.
+(jaxlib 0.10.2, float64) on the 15 seed systems' single-trajectory programs (Dopri8 at
+1e-12 with the per-step projection and the checks, 5 s of motion): XLA compiled them in
+0.38-1.80 s instead of 0.57-2.83 s (35-40 % less), and the compiled runs took the same
+time within the machine's noise (0.87-1.09x); the hybrid programs of a bouncing ball and
+a friction block compiled in 1.1 and 3.2 s instead of 2.1 and 4.4 s. Batched programs keep
+the default emitters: there the older ones saved less (1.69 -> 1.51 s, double rod, batch
+1024) and ran 4-12 % slower, and a `fit` step (gradient of a small vmap, L-BFGS) compiled
+in 11.4-11.8 s instead of 9.3-9.6 s, so `fit` keeps them too.
 
 Nothing is changed when the backend is not the CPU, when this jaxlib does not know an
 option, or when `XLA_FLAGS` already sets it (your setting wins).
