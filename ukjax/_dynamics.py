@@ -42,13 +42,12 @@ def _direct(system: System, t, q, qd):
 
 
 def _lagrangian_mass(system: System, t, q, qd):
-    r"""$M = \partial^2T/\partial\dot q^2$ (or the system's `mass_matrix`), validated."""
+    r"""$M = \partial^2T/\partial\dot q^2$ (:func:`_lagrange_terms`), or the system's
+    `mass_matrix` checked for its shape."""
     n = q.shape[0]
     if overrides(system, "kinetic_energy") and not overrides(system, "mass_matrix"):
-        dT_dqd = lambda t_, q_, qd_: jax.grad(system.kinetic_energy, argnums=2)(t_, q_, qd_)
-        M = jax.jacfwd(dT_dqd, argnums=2)(t, q, qd)
-    else:
-        M = jnp.asarray(system.mass_matrix(t, q), q.dtype)
+        return _lagrange_terms(system, t, q, qd, n)[0]
+    M = jnp.asarray(system.mass_matrix(t, q), q.dtype)
     if M.shape != (n, n):
         raise ValueError(
             f"The mass matrix of {type(system).__name__} must have shape ({n}, {n}); got {M.shape}."

@@ -44,7 +44,7 @@ def error_if(x, pred, msg: str, **values):
     value), over the whole batch under ``vmap``.
     """
     pred = jnp.any(pred)
-    _print_if(pred, msg.split(".")[0], values)
+    print_if(pred, msg, **values)
     return eqx.error_if(x, pred, msg)
 
 

@@ -52,7 +52,7 @@ _SINGLE = ((_FUSION_EMITTERS, False),)
 
 
 @functools.cache
-def _options(wanted: tuple[tuple[str, Any], ...] = _BATCHED) -> tuple[tuple[str, Any], ...]:
+def _options(wanted: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, Any], ...]:
     """Those of `wanted` that this backend's XLA accepts and `XLA_FLAGS` does not set."""
     if jax.default_backend() != "cpu":
         return ()
