@@ -1,6 +1,7 @@
 """Cost of gradients through simulate at the defaults a user gets: value_and_grad time /
-forward time for each diffrax adjoint, where the reverse pass spends its time (the forward
-sweep that records checkpoints vs the backward sweep), the same ratio for a plain diffrax
+forward time for simulate's default adjoint (ukjax.ReplayAdjoint) and each diffrax
+adjoint, where the reverse pass spends its time (the forward sweep that records the states
+vs the backward sweep), the same ratio for a plain diffrax
 ODE of the same size (the floor set by diffrax's checkpointed loop), central finite
 differences over the p parameters (the peer, 2p + 1 forward solves, in the same run), and
 the compiled working memory for long horizons.
@@ -92,7 +93,7 @@ def main():
     w = jnp.linspace(1.0, 2.0, 2 * N)
     theta0 = jnp.concatenate([base.masses, base.damping])
 
-    def make_loss(adjoint, controller=None, dt0=None, ts_=ts, max_steps=100_000, plain=False):
+    def make_loss(adjoint=None, controller=None, dt0=None, ts_=ts, max_steps=100_000, plain=False):
         kw = dict(solver=diffrax.Tsit5(), adjoint=adjoint, max_steps=max_steps)
         if plain:  # no initial check and no projection (what the horizon sweep measures)
             kw["initial_conditions"] = ukjax.IgnoreInitial()
@@ -109,16 +110,17 @@ def main():
 
         return loss
 
-    fwd = jax.jit(make_loss(diffrax.RecursiveCheckpointAdjoint()))
+    fwd = jax.jit(make_loss())
     s0 = eqx.tree_at(lambda s: (s.masses, s.damping), base, (theta0[:N], theta0[N:]))
     sol0 = ukjax.simulate(s0, q0, qd0, ts, solver=diffrax.Tsit5(), rtol=1e-8, atol=1e-8)
     results_steps = int(sol0.stats["num_steps"])
-    c_fwd, _ = compile_time(make_loss(diffrax.RecursiveCheckpointAdjoint()), theta0)
+    c_fwd, _ = compile_time(make_loss(), theta0)
     t_fwd = best_time(fwd, theta0)
     rows, results = [], {"steps": results_steps}
     g_ref = None
     adjoints = {
-        "RecursiveCheckpointAdjoint (reverse, default)": (
+        "default: ukjax.ReplayAdjoint (reverse)": ("rev", None),
+        "RecursiveCheckpointAdjoint (diffrax's default)": (
             "rev",
             diffrax.RecursiveCheckpointAdjoint(),
         ),
@@ -155,18 +157,19 @@ def main():
             "max_rel_diff_vs_default": err,
         }
         rows.append((name, c, t, t / t_fwd, err))
-    # Where the reverse pass spends its time: the forward sweep that records checkpoints
-    # (jax.vjp without the pullback) and the rest of value_and_grad (the pullback: the
-    # recomputation of each step from its checkpoint and the step's transpose). A pullback
-    # jitted on its own is slower than inside value_and_grad (its residuals cross a program
-    # boundary), so it is taken as the difference.
-    loss = make_loss(diffrax.RecursiveCheckpointAdjoint())
-    t_vjp_fwd = best_time(jax.jit(lambda th: jax.vjp(loss, th)), theta0)
-    t_total = results["RecursiveCheckpointAdjoint (reverse, default)"]["run_s"]
-    results["split of the default reverse pass"] = {
-        "recording_forward_s": t_vjp_fwd,
-        "pullback_s": t_total - t_vjp_fwd,
-    }
+    # Where each reverse pass spends its time: the forward sweep that records the states
+    # (every accepted step for the replay, checkpoints for diffrax's loop; jax.vjp without
+    # the pullback) and the rest of value_and_grad (the pullback: each step replayed from
+    # its stored state and transposed). A pullback jitted on its own is slower than inside
+    # value_and_grad (its residuals cross a program boundary), so it is the difference.
+    for key, name in (
+        ("split of the default reverse pass", "default: ukjax.ReplayAdjoint (reverse)"),
+        ("split of diffrax's checkpointed pass", "RecursiveCheckpointAdjoint (diffrax's default)"),
+    ):
+        loss = make_loss(adjoints[name][1])
+        t_vjp_fwd = best_time(jax.jit(lambda th, loss=loss: jax.vjp(loss, th)), theta0)
+        t_total = results[name]["run_s"]
+        results[key] = {"recording_forward_s": t_vjp_fwd, "pullback_s": t_total - t_vjp_fwd}
     # The floor: the same loop, solver, tolerances and parameter count on a plain diffrax
     # ODE of the same state size (N damped oscillators, no constraints, no checks).
     results["plain diffrax ODE of the same size"] = toy_floor(N, ts, w, theta0)
@@ -202,11 +205,12 @@ def main():
     print(f"{'method':<46}{'compile s':>10}{'run ms':>10}{'/forward':>10}{'rel diff':>10}")
     for name, c, t, r, e in rows:
         print(f"{name:<46}{c:>10.2f}{1e3 * t:>10.2f}{r:>10.2f}{e:>10.1e}")
-    split = results["split of the default reverse pass"]
-    print(
-        f"default reverse pass: recording forward sweep {1e3 * split['recording_forward_s']:.2f}"
-        f" ms + pullback {1e3 * split['pullback_s']:.2f} ms"
-    )
+    for key in ("split of the default reverse pass", "split of diffrax's checkpointed pass"):
+        split = results[key]
+        print(
+            f"{key[9:]}: recording forward sweep {1e3 * split['recording_forward_s']:.2f}"
+            f" ms + pullback {1e3 * split['pullback_s']:.2f} ms"
+        )
     toy = results["plain diffrax ODE of the same size"]
     print(
         f"plain diffrax ODE, {2 * N} states, same solver/tolerances: forward "
@@ -229,8 +233,8 @@ def main():
     # Memory for long horizons (fixed step dt = 0.01): XLA's compiled temp allocation.
     print("\ncompiled working memory (MiB) of value_and_grad vs horizon, fixed dt = 0.01")
     print(
-        f"{'horizon (steps)':<18}{'forward':>10}{'recursive ckpt':>16}{'backsolve':>12}"
-        f"{'forward mode':>14}"
+        f"{'horizon (steps)':<18}{'forward':>10}{'replay':>10}{'recursive ckpt':>16}"
+        f"{'backsolve':>12}{'forward mode':>14}"
     )
     mem = {}
     for T in (10.0, 100.0, 1000.0):
@@ -240,7 +244,8 @@ def main():
             adj, diffrax.ConstantStepSize(), 0.01, tsT, steps + 10, plain=True
         )
         entries = {
-            "forward": mk(diffrax.RecursiveCheckpointAdjoint()),
+            "forward": mk(None),
+            "replay": jax.value_and_grad(mk(None)),
             "recursive": jax.value_and_grad(mk(diffrax.RecursiveCheckpointAdjoint())),
             "backsolve": jax.value_and_grad(mk(diffrax.BacksolveAdjoint())),
             "forward_mode": jax.jacfwd(mk(diffrax.ForwardMode())),
@@ -252,7 +257,8 @@ def main():
             mem[steps][k] = (ma.temp_size_in_bytes if ma is not None else float("nan")) / 2**20
         m = mem[steps]
         print(
-            f"{steps:<18,}{m['forward']:>10.2f}{m['recursive']:>16.2f}{m['backsolve']:>12.2f}"
+            f"{steps:<18,}{m['forward']:>10.2f}{m['replay']:>10.2f}{m['recursive']:>16.2f}"
+            f"{m['backsolve']:>12.2f}"
             f"{m['forward_mode']:>14.2f}"
         )
     write_json(args.json, {**payload, "temp_memory_mib": mem})

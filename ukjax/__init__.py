@@ -12,7 +12,8 @@ The public API:
 - :class:`System`: subclass it to describe a mechanical system.
 - :func:`constraint_matrices`, :func:`mass_and_force`, :func:`acceleration`,
   :func:`energy`, :func:`kinetic_energy`: the model at one state.
-- :func:`simulate`, :class:`Solution`: integrate with diffrax.
+- :func:`simulate`, :class:`Solution`: integrate with diffrax; :class:`ReplayAdjoint`:
+  its default reverse-mode gradients (replaying the accepted steps).
 - Servo-constraint control: :class:`Servo`, :class:`ServoControlled`, :func:`controls`,
   :func:`servo_history` (plants declare `System.actuators`).
 - Contact laws for unilateral constraints: :class:`Impact`, :class:`ContactDynamics`,
@@ -52,6 +53,7 @@ References (cited by short name in the docstrings):
 import importlib.metadata
 
 from . import systems as systems
+from ._adjoint import ReplayAdjoint as ReplayAdjoint
 from ._constraints import constraint_matrices as constraint_matrices
 from ._contact import AbstractContact as AbstractContact
 from ._contact import ContactDynamics as ContactDynamics

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ._adjoint import default_adjoint
 from ._dynamics import evaluate
 from ._initial import IgnoreInitial
 from ._simulate import simulate
@@ -89,6 +90,14 @@ def predict(system: System, data: TrajectoryData, **simulate_kwargs) -> dict[str
         return out
 
     if data.batched:
+        if "adjoint" not in simulate_kwargs:  # the stored states of every trajectory
+            batch, n = data.q0.shape
+            y0 = (jax.ShapeDtypeStruct((n,), data.q0.dtype),) * 2
+            max_steps = simulate_kwargs.get("max_steps", 100_000)
+            simulate_kwargs = {
+                **simulate_kwargs,
+                "adjoint": default_adjoint(max_steps, y0, batch),
+            }
         return jax.vmap(one)(data.q0, data.qd0)
     return one(data.q0, data.qd0)
 

@@ -1,0 +1,189 @@
+"""ukjax.ReplayAdjoint (the default reverse mode of smooth runs): against a closed form,
+against diffrax's checkpointed adjoint on the same discretisation, under vmap, and its
+refusals and fallbacks."""
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ukjax
+from ukjax._adjoint import BATCH_BUDGET, DEFAULT_BUDGET, default_adjoint, replays
+from ukjax.systems import PlanarChain
+
+
+class InclinedBead(ukjax.System):
+    """A bead of mass m on the line y = x tan(alpha), gravity g, linear damping c."""
+
+    mass: float = 1.0
+    damping: float = 0.5
+    g: float = 9.81
+    alpha: float = 0.6
+
+    def mass_matrix(self, t, q):
+        return self.mass * jnp.eye(2, dtype=q.dtype)
+
+    def forces(self, t, q, qd):
+        return jnp.array([0.0, -self.mass * self.g]) - self.damping * qd
+
+    def holonomic(self, t, q):
+        return jnp.array([q[1] - q[0] * jnp.tan(self.alpha)])
+
+
+def _bead_closed_form(params, ts):
+    """x(t) of the bead from rest at the origin: s'' = -g sin(alpha) - (c/m) s'."""
+    m, c, g, alpha = params
+    k = c / m
+    s = -(g * jnp.sin(alpha) / k) * (ts - (1.0 - jnp.exp(-k * ts)) / k)
+    return s * jnp.cos(alpha)
+
+
+def _bead_loss(params, ts, **kw):
+    m, c, g, alpha = params
+    bead = InclinedBead(mass=m, damping=c, g=g, alpha=alpha)
+    sol = ukjax.simulate(bead, jnp.zeros(2), jnp.zeros(2), ts, **kw)
+    return jnp.sum(sol.q[:, 0] * jnp.linspace(1.0, 2.0, ts.size))
+
+
+def test_replay_gradient_matches_the_closed_form():
+    """d/d(m, c, g, alpha) of a weighted sum of saved positions, from simulate's default
+    adjoint (ReplayAdjoint), against autodiff of the closed-form motion."""
+    ts = jnp.linspace(0.0, 1.5, 7)
+    params = jnp.array([1.3, 0.7, 9.81, 0.6])
+    kw = dict(solver=diffrax.Tsit5(), rtol=1e-11, atol=1e-11)
+    got = jax.grad(_bead_loss)(params, ts, **kw)
+    want = jax.grad(lambda p: jnp.sum(_bead_closed_form(p, ts) * jnp.linspace(1.0, 2.0, 7)))(params)
+    np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-9)
+
+
+CHAIN = PlanarChain.uniform(3, damping=0.3)
+
+
+def _chain(params):
+    return eqx.tree_at(lambda s: (s.masses, s.damping), CHAIN, (params[:3], params[3:]))
+
+
+def _rod_loss(system_params, y0, ts, adjoint, **kw):
+    rod = _chain(system_params)
+    q0, qd0 = y0
+    sol = ukjax.simulate(rod, q0, qd0, ts, adjoint=adjoint, **kw)
+    w = jnp.linspace(0.5, 1.5, sol.q.shape[1])
+    return jnp.sum(sol.q @ w) + 0.1 * jnp.sum(sol.qd**2)
+
+
+def _rod_state():
+    q0, qd0 = CHAIN.state_from_angles(jnp.array([0.6, 1.1, 1.4]), jnp.array([0.0, 0.4, 0.0]))
+    return jnp.array([1.0, 1.3, 0.8, 0.3, 0.2, 0.4]), (q0, qd0)
+
+
+CASES = {
+    "default (per-step projection, Tsit5)": dict(solver=diffrax.Tsit5()),
+    "Projection with projected saves": dict(
+        solver=diffrax.Tsit5(), stabilization=ukjax.Projection()
+    ),
+    "NoStabilization, FSAL Dopri5": dict(
+        solver=diffrax.Dopri5(), stabilization=ukjax.NoStabilization()
+    ),
+    "Baumgarte, Dopri8, throw=False": dict(
+        solver=diffrax.Dopri8(), stabilization=ukjax.Baumgarte(5.0, 5.0), throw=False
+    ),
+    "fixed step RK4, initial state differentiated": dict(
+        solver=ukjax.RK4(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        dt0=0.01,
+        initial_conditions=ukjax.IgnoreInitial(),
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(CASES))
+def test_replay_equals_the_checkpointed_gradient(case):
+    """The same discrete derivative as diffrax's RecursiveCheckpointAdjoint: parameters and
+    (with IgnoreInitial) the initial state, saves inside steps and at step ends."""
+    kw = dict(CASES[case])
+    if "stepsize_controller" not in kw:
+        kw.update(rtol=1e-9, atol=1e-9)
+    params, y0 = _rod_state()
+    ts = jnp.linspace(0.0, 0.8, 9)
+    argnums = (0, 1) if "initial_conditions" in kw else 0
+    grad = lambda adj: jax.jit(jax.grad(lambda p, y: _rod_loss(p, y, ts, adj, **kw), argnums))(
+        params, y0
+    )
+    replayed = grad(ukjax.ReplayAdjoint())
+    checkpointed = grad(diffrax.RecursiveCheckpointAdjoint())
+    for a, b in zip(jax.tree_util.tree_leaves(replayed), jax.tree_util.tree_leaves(checkpointed)):
+        assert np.all(np.isfinite(a))
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9 * float(jnp.max(jnp.abs(b))))
+
+
+@pytest.mark.slow
+def test_replay_under_vmap_matches_each_member():
+    """A batch of gradients (vmap over the initial angle) equals the members one by one."""
+    params, _ = _rod_state()
+    ts = jnp.linspace(0.0, 0.5, 5)
+    kw = dict(solver=diffrax.Tsit5(), rtol=1e-9, atol=1e-9)
+
+    def member(angle):
+        y0 = CHAIN.state_from_angles(jnp.array([angle, 1.1, 1.4]), jnp.zeros(3))
+        return jax.grad(_rod_loss)(params, y0, ts, None, **kw)
+
+    angles = jnp.array([0.3, 0.6, 1.2])
+    batch = jax.jit(jax.vmap(member))(angles)
+    for i, a in enumerate(angles):
+        np.testing.assert_allclose(batch[i], member(a), rtol=1e-10, atol=1e-12)
+
+
+def test_replay_refuses_derivatives_wrt_save_times():
+    params, y0 = _rod_state()
+
+    def loss(t_end):
+        ts = jnp.linspace(0.0, 1.0, 4) * t_end
+        return _rod_loss(params, y0, ts, ukjax.ReplayAdjoint(), solver=diffrax.Tsit5())
+
+    with pytest.raises(ValueError, match="RecursiveCheckpointAdjoint"):
+        jax.grad(loss)(0.5)
+
+
+def test_replay_applies_to_explicit_steppers_only():
+    """Explicit Runge-Kutta steps (and Euler) depend on their start state alone and are
+    replayed; an implicit solver's root finder takes the controller's tolerances inside
+    diffeqsolve, so ReplayAdjoint leaves it to diffrax's checkpointed loop (its `loop`)."""
+    for solver in (diffrax.Tsit5(), diffrax.Dopri8(), diffrax.Euler(), ukjax.RK4()):
+        assert replays(solver)
+    assert not replays(diffrax.Kvaerno5())
+    assert not replays(diffrax.ImplicitEuler())
+
+
+def test_default_adjoint_keeps_memory_bounded():
+    """Replay by default when the stored states fit the budget, diffrax's checkpoints
+    otherwise (and with max_steps=None)."""
+    y0 = (jnp.zeros(10), jnp.zeros(10))  # 160 bytes a state in float64
+    fits = DEFAULT_BUDGET // 160
+    assert isinstance(default_adjoint(fits, y0), ukjax.ReplayAdjoint)
+    assert type(default_adjoint(fits + 1, y0)) is diffrax.RecursiveCheckpointAdjoint
+    assert type(default_adjoint(None, y0)) is diffrax.RecursiveCheckpointAdjoint
+    # a batch the caller knows (ukjax.predict / fit over B trajectories): the total counts
+    small = 1000  # 160 kB a trajectory
+    most = BATCH_BUDGET // (small * 160)
+    assert isinstance(default_adjoint(small, y0, most), ukjax.ReplayAdjoint)
+    assert type(default_adjoint(small, y0, most + 1)) is diffrax.RecursiveCheckpointAdjoint
+
+
+@pytest.mark.slow
+def test_replay_gradient_of_a_failed_run_is_not_silently_finite():
+    """throw=False and a run cut short by max_steps: the saves past the failure are NaN,
+    and so is a loss of them (no finite garbage gradient)."""
+    params, y0 = _rod_state()
+    ts = jnp.linspace(0.0, 2.0, 5)
+
+    def loss(p):
+        sol = ukjax.simulate(_chain(p), *y0, ts, solver=diffrax.Tsit5(), throw=False, max_steps=5)
+        return jnp.sum(sol.q), sol.result
+
+    (value, result), _ = jax.value_and_grad(loss, has_aux=True)(params)
+    assert result != ukjax.RESULTS.successful
+    assert not np.isfinite(float(value))
+    assert eqx.is_array(value)
