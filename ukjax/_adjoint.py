@@ -158,7 +158,8 @@ def _fwd(perturbed, vjp_arg, args):
 def _bwd(steps, g, perturbed, vjp_arg, args):
     run, y0, ts = vjp_arg
     step_ts, step_ys = steps
-    diff, static = eqx.partition(run, eqx.is_inexact_array)
+    # only the perturbed leaves are differentiated (the others' cotangents are not built)
+    diff, static = eqx.partition(run, perturbed[0])
     g_saves, y_bar = _output_cotangents(g, ts, y0)
     count = jnp.sum(jnp.isfinite(step_ts))
     # save j is interpolated on the first step that ends at or after it

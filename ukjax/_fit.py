@@ -16,7 +16,7 @@ import optax
 from ._adjoint import default_adjoint
 from ._dynamics import evaluate
 from ._initial import IgnoreInitial
-from ._simulate import simulate
+from ._simulate import MAX_STEPS, simulate
 from ._stabilization import check_stabilization
 from ._system import System, floatify
 
@@ -93,7 +93,7 @@ def predict(system: System, data: TrajectoryData, **simulate_kwargs) -> dict[str
         if "adjoint" not in simulate_kwargs:  # the stored states of every trajectory
             batch, n = data.q0.shape
             y0 = (jax.ShapeDtypeStruct((n,), data.q0.dtype),) * 2
-            max_steps = simulate_kwargs.get("max_steps", 100_000)
+            max_steps = simulate_kwargs.get("max_steps", MAX_STEPS)
             simulate_kwargs = {
                 **simulate_kwargs,
                 "adjoint": default_adjoint(max_steps, y0, batch),
