@@ -14,13 +14,15 @@ $$\bar y_k = \Big(\frac{\partial \Phi}{\partial y_k}\Big)^{\!\top} \bar y_{k+1}
 \bar\theta \mathrel{+}= \Big(\frac{\partial \Phi}{\partial \theta}\Big)^{\!\top} \bar y_{k+1}
   + \dots$$
 
-(the discrete adjoint; e.g. Hairer, Nørsett and Wanner's "backpropagation through the
-scheme"), the same derivative diffrax's `RecursiveCheckpointAdjoint` computes. Diffrax gets
-it by re-running its whole integration loop from checkpoints and transposing it (the step,
-the error estimate, the controller, the save bookkeeping). :class:`ReplayAdjoint` stores
-the accepted states $y_k$ and times $t_k$ during the forward run (O(`max_steps` x state)
-memory) and transposes only the steps: one `jax.vjp` of $\Phi$ (and of $I$ at the saves it
-holds) per accepted step, in reverse order.
+(the discrete adjoint of the Runge-Kutta scheme: W. W. Hager, *Runge-Kutta methods in
+optimal control and the transformed adjoint system*, Numer. Math. 87 (2000); A. Sandu, *On
+the properties of Runge-Kutta discrete adjoints*, ICCS 2006), the same derivative
+diffrax's `RecursiveCheckpointAdjoint` computes. Diffrax gets it by re-running its whole
+integration loop from checkpoints and transposing it (the step, the error estimate, the
+controller, the save bookkeeping). :class:`ReplayAdjoint` stores the accepted states $y_k$
+and times $t_k$ during the forward run (O(`max_steps` x state) memory) and transposes only
+the steps: one `jax.vjp` of $\Phi$ (and of $I$ at the saves it holds) per accepted step,
+in reverse order.
 """
 
 from __future__ import annotations
