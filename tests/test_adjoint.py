@@ -151,10 +151,13 @@ def test_replay_applies_to_explicit_steppers_only():
     """Explicit Runge-Kutta steps (and Euler) depend on their start state alone and are
     replayed; an implicit solver's root finder takes the controller's tolerances inside
     diffeqsolve, so ReplayAdjoint leaves it to diffrax's checkpointed loop (its `loop`)."""
+    replay = ukjax.ReplayAdjoint()
     for solver in (diffrax.Tsit5(), diffrax.Dopri8(), diffrax.Euler(), ukjax.RK4()):
-        assert replays(solver)
-    assert not replays(diffrax.Kvaerno5())
-    assert not replays(diffrax.ImplicitEuler())
+        assert replays(replay, solver, 100)
+    assert not replays(replay, diffrax.Kvaerno5(), 100)
+    assert not replays(replay, diffrax.ImplicitEuler(), 100)
+    assert not replays(replay, diffrax.Tsit5(), None)  # nothing bounds the stored states
+    assert not replays(diffrax.RecursiveCheckpointAdjoint(), diffrax.Tsit5(), 100)
 
 
 def test_default_adjoint_keeps_memory_bounded():

@@ -104,10 +104,16 @@ def default_adjoint(max_steps: int | None, y0, batch: int = 1) -> diffrax.Abstra
     return diffrax.RecursiveCheckpointAdjoint()
 
 
-def replays(solver: diffrax.AbstractSolver) -> bool:
-    """Whether a step of `solver` depends on its start state alone (with `made_jump`, its
-    first stage re-evaluated), so that a stored run can be replayed one step at a time."""
-    return isinstance(solver, (diffrax.AbstractERK, diffrax.Euler))
+def replays(adjoint, solver: diffrax.AbstractSolver, max_steps: int | None) -> bool:
+    """Whether a run takes its gradient by :func:`replay_solve`: `adjoint` is a
+    :class:`ReplayAdjoint`, the run is bounded (the stored states need `max_steps`), and a
+    step of `solver` depends on its start state alone (with `made_jump`, its first stage
+    re-evaluated), so that the stored run can be replayed one step at a time."""
+    return (
+        isinstance(adjoint, ReplayAdjoint)
+        and max_steps is not None
+        and isinstance(solver, (diffrax.AbstractERK, diffrax.Euler))
+    )
 
 
 class Replayable(Protocol):

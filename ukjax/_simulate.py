@@ -13,7 +13,7 @@ import numpy as np
 from jax.core import Tracer
 from jaxtyping import ArrayLike, Float
 
-from ._adjoint import ReplayAdjoint, default_adjoint, replay_solve, replays
+from ._adjoint import default_adjoint, replay_solve, replays
 from ._contact import AbstractContact, Impact, check_contact
 from ._dynamics import evaluate
 from ._errors import code_error_if
@@ -145,20 +145,13 @@ class _Integration(eqx.Module):
             result = RESULTS.where(sol.event_mask[1], uk_code, result)
         return result
 
-    def _replays(self) -> bool:
-        return (
-            isinstance(self.adjoint, ReplayAdjoint)
-            and self.max_steps is not None
-            and replays(self.solver)
-        )
-
     def _saveat(self, ts, record: bool) -> diffrax.SaveAt:
         """Saves at `ts` (through the stabilisation's save function); with the run-time
         event, also the final state (it names the failure the event caught); when
         `record`, also every accepted step (for :func:`ukjax._adjoint.replay_solve`).
         Without the last two, a plain SaveAt: diffrax's BacksolveAdjoint refuses
         SaveAt(subs=...)."""
-        fn = self.field.stabilization.save_fn(self.field.system)
+        fn = self._save_fn()
         extra = [] if self._event() is None else [diffrax.SubSaveAt(t1=True)]
         extra += [diffrax.SubSaveAt(steps=True)] if record else []
         if not extra:
@@ -168,6 +161,9 @@ class _Integration(eqx.Module):
 
     def _solver(self) -> diffrax.AbstractSolver:
         return self.field.stabilization.wrap_solver(self.solver, self.field.system)
+
+    def _save_fn(self):
+        return self.field.stabilization.save_fn(self.field.system)
 
     def forward(self, y0, ts, args, record: bool):
         """The diffrax solve from `y0` at `ts[0]`, saved at `ts`; with `record`, also the
@@ -211,7 +207,7 @@ class _Integration(eqx.Module):
     def save(self, t0, t1, dense, t, args):
         """The value saved at t in [t0, t1] from the step's dense output."""
         y = self._solver().interpolation_cls(t0=t0, t1=t1, **dense).evaluate(t)
-        fn = self.field.stabilization.save_fn(self.field.system)
+        fn = self._save_fn()
         return y if fn is None else fn(t, y, args)
 
     def __call__(self, q0, qd0, ts) -> Solution:
@@ -222,7 +218,7 @@ class _Integration(eqx.Module):
             q0 = code_error_if(
                 q0, refused, initial.code, "ukjax: initial state refused", **initial.values
             )
-        if self._replays():
+        if replays(self.adjoint, self.solver, self.max_steps):
             sol = replay_solve((self, (q0, qd0), ts), refused)
         else:
             sol = self.forward((q0, qd0), ts, refused, False)[0]
