@@ -108,6 +108,51 @@ def test_projection_onto_contradictory_constraints_is_refused():
     assert bool(sol.result == R.projection_failed)
 
 
+class MassLostAt(ukjax.System):
+    """A particle in free fall whose mass turns negative at t_loss: the run-time check
+    of the vector field, not the initial one, must catch it."""
+
+    t_loss: float = 0.3
+
+    def num_coordinates(self):
+        return 2
+
+    def mass_matrix(self, t, q):
+        return jnp.where(t < self.t_loss, 1.0, -1.0) * jnp.eye(2)
+
+    def forces(self, t, q, qd):
+        return jnp.array([0.0, -1.0])
+
+
+# Slow: 20 s of compilation (six programs); in the default suite the field's checks raise in
+# test_negative_mass and test_inconsistent_constraints.
+@pytest.mark.slow
+def test_a_check_failing_mid_run_raises_with_its_numbers_everywhere(capfd):
+    system, ts = MassLostAt(), jnp.linspace(0.0, 1.0, 5)
+    run = lambda s, q, **kw: ukjax.simulate(s, q, QD0, ts, **kw)
+    with pytest.raises(RUNTIME, match="not symmetric positive definite"):
+        jax.block_until_ready(run(system, Q0).q)
+    assert "smallest_diagonal_entry_of_M = " in capfd.readouterr().err
+    with pytest.raises(RUNTIME, match="not symmetric positive definite"):
+        jax.block_until_ready(eqx.filter_jit(lambda q: run(system, q).q)(Q0))
+    batch = jnp.stack([Q0, Q0 + 1.0])
+    with pytest.raises(RUNTIME, match="not symmetric positive definite"):
+        jax.block_until_ready(jax.vmap(lambda q: run(system, q).q)(batch))
+    # throw=False: the failure event sees accepted steps only, and no step past t_loss is
+    # accepted (its stages are NaN), so the run ends at max_steps instead: a failure all
+    # the same, with nothing saved after it.
+    sol = jax.vmap(lambda q: run(system, q, throw=False, max_steps=500))(batch)
+    assert bool(jnp.all(sol.result != R.successful))
+    assert np.all(np.isfinite(np.asarray(sol.q)[:, :2]))  # saved before t = 0.3
+    assert np.all(np.isnan(np.asarray(sol.q)[:, 2:]))  # nothing after the failure
+    # A run that stays clear of the failure: the checks leave the derivative alone
+    # (q(t) = g q0 + t^2/2 e_y, so d/dg of the summed saves is sum(q0) per save).
+    clear = MassLostAt(t_loss=10.0)
+    grad = lambda check: jax.grad(lambda g: jnp.sum(run(clear, g * Q0, check=check).q))(1.0)
+    assert float(grad(True)) == pytest.approx(float(grad(False)), rel=1e-12)
+    assert float(grad(True)) == pytest.approx(float(jnp.sum(Q0)) * len(ts), rel=1e-12)
+
+
 def test_vmap_throw_true_raises_and_throw_false_codes_each_member():
     batch = jnp.array([[1.0, 0.0], [1.1, 0.0], [jnp.nan, 0.0], [0.0, -1.0]])
     with pytest.raises(RUNTIME, match="ukjax:"):
