@@ -305,8 +305,8 @@ def sweep(
     - `chunk_size`: trajectories per chunk (rounded up to a multiple of the device count).
       A vmapped chunk steps in lockstep until its slowest member is done, so a batch in
       grid order (neighbours alike) wastes less in chunks than in one wide call: 1.5x less
-      time for a 4096 double-rod grid in chunks of 1024, none for the same batch shuffled
-      (`benchmarks/RESULTS.md`, sweep section).
+      time for a 4096 double-rod grid in chunks of 1024; shuffled, that batch gained nothing
+      (2.51 s in one call, 2.48 s in chunks of 256; `benchmarks/RESULTS.md`, sweep section).
     - `save_final_only`: keep only the last state of each trajectory (`q`, `qd` of shape
       (B, 1, n)) instead of all of `ts`.
     - `devices`: devices to shard over; default all local devices of the default backend.
