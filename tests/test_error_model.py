@@ -138,11 +138,10 @@ def test_a_check_failing_mid_run_raises_with_its_numbers_everywhere(capfd):
     batch = jnp.stack([Q0, Q0 + 1.0])
     with pytest.raises(RUNTIME, match="not symmetric positive definite"):
         jax.block_until_ready(jax.vmap(lambda q: run(system, q).q)(batch))
-    # throw=False: the failure event sees accepted steps only, and no step past t_loss is
-    # accepted (its stages are NaN), so the run ends at max_steps instead: a failure all
-    # the same, with nothing saved after it.
-    sol = jax.vmap(lambda q: run(system, q, throw=False, max_steps=500))(batch)
-    assert bool(jnp.all(sol.result != R.successful))
+    # throw=False: the same code per member (the step size collapses onto t_loss and the
+    # states probed just ahead name the check), with nothing saved after it.
+    sol = jax.vmap(lambda q: run(system, q, throw=False))(batch)
+    assert bool(jnp.all(sol.result == R.mass_matrix_not_spd))
     assert np.all(np.isfinite(np.asarray(sol.q)[:, :2]))  # saved before t = 0.3
     assert np.all(np.isnan(np.asarray(sol.q)[:, 2:]))  # nothing after the failure
     # A run that stays clear of the failure: the checks leave the derivative alone
@@ -151,6 +150,62 @@ def test_a_check_failing_mid_run_raises_with_its_numbers_everywhere(capfd):
     grad = lambda check: jax.grad(lambda g: jnp.sum(run(clear, g * Q0, check=check).q))(1.0)
     assert float(grad(True)) == pytest.approx(float(grad(False)), rel=1e-12)
     assert float(grad(True)) == pytest.approx(float(jnp.sum(Q0)) * len(ts), rel=1e-12)
+
+
+class MassLostBelow(MassLostAt):
+    """The same particle, whose mass turns negative below the height y_loss: a failure
+    in the state, not in t."""
+
+    y_loss: float = -0.05
+
+    def mass_matrix(self, t, q):
+        return jnp.where(q[1] > self.y_loss, 1.0, -1.0) * jnp.eye(2)
+
+
+@pytest.mark.parametrize("system", [MassLostAt(), MassLostBelow()], ids=["in t", "in q"])
+def test_throw_false_names_a_check_that_fails_ahead_of_the_accepted_steps(system):
+    # The failure event sees accepted steps only, and every step into the failure has a
+    # NaN stage, so none is accepted: the step size collapses onto the failure (a few
+    # dozen steps, not max_steps = 100 000), and the states probed just ahead of the last
+    # accepted one name the check, the code throw=True raises.
+    ts = jnp.linspace(0.0, 1.0, 5)
+    sol = ukjax.simulate(system, Q0, QD0, ts, throw=False)
+    assert bool(sol.result == R.mass_matrix_not_spd)
+    assert int(sol.stats["num_steps"]) < 1000
+    free_fall = np.stack([np.ones(5), -0.5 * np.asarray(ts) ** 2], axis=1)  # g = 1 along -y
+    np.testing.assert_allclose(np.asarray(sol.q)[:2], free_fall[:2], rtol=0, atol=1e-12)
+    assert np.all(np.isnan(np.asarray(sol.q)[2:]))  # the failure: t = 0.3, or y = -0.05 at 0.32
+
+
+def test_a_collapsed_step_size_ends_the_run_with_its_own_code():
+    # check=False: no check names the cause, so the run reports the collapse itself,
+    # after a few dozen steps instead of burning max_steps, and raises it with throw=True.
+    ts = jnp.linspace(0.0, 1.0, 5)
+    run = lambda **kw: ukjax.simulate(MassLostAt(), Q0, QD0, ts, check=False, **kw)
+    sol = run(throw=False)
+    assert bool(sol.result == R.step_size_collapsed)
+    assert int(sol.stats["num_steps"]) < 1000
+    with pytest.raises(RUNTIME, match="step size collapsed"):
+        jax.block_until_ready(run().q)
+
+
+def test_stall_guard_flags_only_steps_shorter_than_ten_ulps_of_t():
+    from ukjax._wrapped import StallGuard
+
+    term, y0 = diffrax.ODETerm(lambda t, y, args: -y), jnp.ones(1)
+    solver = StallGuard(diffrax.Tsit5())  # pyright: ignore[reportCallIssue]
+
+    def code(t0, t1):
+        state = solver.init(term, t0, t1, y0, None)
+        return solver.step(term, t0, t1, y0, None, state, False)[-1]
+
+    eps = float(jnp.finfo(jnp.float64).eps)
+    for t0 in (1.0, 1e3, -2.0):
+        ulp = eps * abs(t0)
+        assert bool(code(t0, t0 + 1e-3) == diffrax.RESULTS.successful)
+        assert bool(code(t0, t0 + 20 * ulp) == diffrax.RESULTS.successful)
+        assert bool(code(t0, t0 + 4 * ulp) == diffrax.RESULTS.dt_min_reached)
+        assert bool(code(t0, t0) == diffrax.RESULTS.dt_min_reached)
 
 
 def test_vmap_throw_true_raises_and_throw_false_codes_each_member():

@@ -51,6 +51,7 @@ from ._stabilization import AbstractStabilization, NoStabilization
 from ._system import System, as_time, check_state, floatify
 from ._uk import uk_terms
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
+from ._wrapped import guard, name_collapse
 
 
 EVENT_KINDS = ("none", "impact", "engage", "release", "impulse", "stick", "slip")
@@ -303,7 +304,7 @@ class HybridIntegration(eqx.Module):
         saveat = diffrax.SaveAt(subs=[saves, diffrax.SubSaveAt(t1=True)])
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(self.field),
-            stab.wrap_solver(self.solver, system),
+            guard(stab.wrap_solver(self.solver, system), self.stepsize_controller),
             t0=c.t,
             t1=t_end,
             dt0=self.dt0,
@@ -365,7 +366,7 @@ class HybridIntegration(eqx.Module):
     def _segment_result(self, sol, t_stop, y_stop, mode: Mode) -> RESULTS:
         """The segment's code. With throw=False the UK checks run on the segment's end
         state (with throw=True they raise inside the solve)."""
-        result = promote(sol.result)
+        result = name_collapse(promote(sol.result), self.stepsize_controller)
         result = RESULTS.where(result == RESULTS.event_occurred, RESULTS.successful, result)
         if self.field.check and not self.throw:
             code = self.field.failed(t_stop, y_stop, mode).code()

@@ -29,6 +29,7 @@ from ._results import RESULTS, message
 from ._stabilization import AbstractStabilization
 from ._system import System, as_time, check_state
 from ._uk_solvers import Regularized
+from ._wrapped import ForwardingSolver
 
 
 def _mass_metric_step(ops: DenseOps, L, J, r):
@@ -144,48 +145,12 @@ def _project_step(system: System, t, q, qd, iterations: int):
     return project(system, t, q, qd, iterations)
 
 
-class ProjectedSolver(diffrax.AbstractWrappedSolver):
+class ProjectedSolver(ForwardingSolver):
     """A diffrax solver whose every step ends with a mass-metric projection of the state."""
 
     solver: diffrax.AbstractSolver
     system: System
     iterations: int = eqx.field(static=True, default=2)
-
-    @property
-    def term_structure(self):
-        return self.solver.term_structure
-
-    # diffrax forwards `isinstance` checks to the wrapped solver, then reads (and
-    # `eqx.tree_at`-replaces) these attributes on the wrapper: implicit solvers' root
-    # finder (its tolerances come from the step-size controller) and Runge-Kutta solvers'
-    # scan kind (set by the adjoint). Forwarding them keeps every solver usable.
-    @property
-    def root_finder(self):
-        return self.solver.root_finder  # pyright: ignore[reportAttributeAccessIssue]
-
-    @property
-    def scan_kind(self):
-        return self.solver.scan_kind  # pyright: ignore[reportAttributeAccessIssue]
-
-    @property
-    def interpolation_cls(self):  # pyright: ignore[reportIncompatibleVariableOverride]
-        return self.solver.interpolation_cls
-
-    @property
-    def term_compatible_contr_kwargs(self):
-        return self.solver.term_compatible_contr_kwargs
-
-    def order(self, terms):
-        return self.solver.order(terms)
-
-    def strong_order(self, terms):
-        return self.solver.strong_order(terms)
-
-    def error_order(self, terms):
-        return self.solver.error_order(terms)
-
-    def init(self, terms, t0, t1, y0, args):
-        return self.solver.init(terms, t0, t1, y0, args)
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         if not has_manifold(self.system, t0, y0[0], y0[1]):  # nothing to project onto
@@ -197,9 +162,6 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
         )
         y1 = _project_step(self.system, t1, y1[0], y1[1], self.iterations)
         return y1, y_error, dense_info, solver_state, result
-
-    def func(self, terms, t0, y0, args):
-        return self.solver.func(terms, t0, y0, args)
 
 
 class Projection(AbstractStabilization):

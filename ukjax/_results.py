@@ -36,6 +36,8 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
     - `max_events_reached`: a hybrid run needed more events than `max_events`.
     - `servo_infeasible`: the actuators cannot realise a servo-constraint.
     - `invalid_friction`: friction coefficients with $\mu_s < \mu_k$, $\mu_k < 0$ or NaN.
+    - `step_size_collapsed`: an adaptive step shrank to the round-off of $t$ (every step
+      ahead was rejected) and no check names a cause.
 
     `successful` is code 0. Compare with `==`, e.g. `sol.result == ukjax.RESULTS.successful`.
 
@@ -104,6 +106,13 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "ukjax: invalid friction coefficients: System.friction must give 0 <= mu_kinetic "
         "<= mu_static (finite). Fix the coefficients (per contact, they may differ)."
     )
+    step_size_collapsed = (
+        "ukjax: the step size collapsed to the round-off of t (an accepted step no longer "
+        "advanced the time): every step past this time was rejected, so the vector field is "
+        "non-finite or jumps just ahead. Check the model there (a force or mass matrix "
+        "leaving its domain, a NaN parameter), or run with check=True to have ukjax name a "
+        "failing check."
+    )
 
 
 NAMES = (
@@ -132,6 +141,7 @@ NAMES = (
     "max_events_reached",
     "servo_infeasible",
     "invalid_friction",
+    "step_size_collapsed",
 )
 """The result codes by integer value (0 = successful), as stored by :func:`ukjax.sweep`."""
 

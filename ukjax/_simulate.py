@@ -7,6 +7,7 @@ from typing import Any
 
 import diffrax
 import equinox as eqx
+import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -33,6 +34,7 @@ from ._stabilization import AbstractStabilization, check_stabilization
 from ._system import System, check_state, floatify, overrides
 from ._uk import Failures, default_consistency_tol
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
+from ._wrapped import guard, name_collapse
 from ._xla import jit
 
 
@@ -68,6 +70,9 @@ class Solution(eqx.Module):
     sliding: jax.Array | None = None
 
 
+_PROBES = 13  # states probed ahead of a stalled run (_VectorField.stall_code)
+
+
 class _VectorField(eqx.Module):
     r"""$(q, \dot q) \mapsto (\dot q, \ddot q)$ with the UK acceleration."""
 
@@ -84,6 +89,31 @@ class _VectorField(eqx.Module):
     def failures(self, t, y) -> Failures:
         """The UK checks at the state y (used by the event that stops a failed run)."""
         return self.evaluate(t, y).failures(self.consistency_tol)
+
+    def stall_code(self, t, y, span, stalled) -> RESULTS:
+        r"""Why a run stopped at (t, y) without its failure event (`successful` if no
+        check says). With `throw=False` the checks run at accepted steps only; a state
+        that fails them ahead of the trajectory makes every stage past it non-finite, so
+        the steps are rejected and the step size collapses onto the failure
+        (:class:`ukjax._wrapped.StallGuard` ends the run there; with a controller of the
+        user's, `dtmin` or `max_steps` does). Probing a few states along the tangent
+        just ahead, $(t + s, q + s\dot q, \dot q + s\ddot q)$ with $s$ from
+        $4\varepsilon$ to $\sqrt\varepsilon$ times $\max(|t|, \text{span})$, names the
+        check that stopped it: the code `throw=True` raises. Run only when some
+        trajectory stalled."""
+
+        def probe(_) -> RESULTS:
+            qdd = self.evaluate(t, y).terms.qdd
+            eps = jnp.finfo(qdd.dtype).eps
+            scale = jnp.maximum(jnp.abs(t), span)
+            s = scale * jnp.geomspace(4 * eps, eps**0.5, _PROBES, dtype=qdd.dtype)
+            ahead = lambda s: (t + s, (y[0] + s * y[1], y[1] + s * qdd))
+            codes = jax.vmap(lambda s: self.failures(*ahead(s)).code())(s)
+            first = jnp.argmax(codes != RESULTS.successful)  # the nearest failing probe
+            return jax.tree_util.tree_map(lambda c: c[first], codes)
+
+        none = lambda _: RESULTS.successful
+        return jax.lax.cond(eqxi.unvmap_any(stalled), probe, none, None)
 
     def __call__(self, t, y, args):
         return _field_call(self, t, y)
@@ -127,8 +157,8 @@ class _Integration(eqx.Module):
         failed = lambda t, y, args, **kw: self.field.failures(t, y).any()
         return diffrax.Event((refused, failed) if self.field.check else (refused,))
 
-    def _result(self, sol, initial: InitialCheck) -> RESULTS:
-        result = promote(sol.result)
+    def _result(self, sol, initial: InitialCheck, span) -> RESULTS:
+        result = name_collapse(promote(sol.result), self.stepsize_controller)
         if _explicit(self.solver):
             steps, rejected = sol.stats["num_steps"], sol.stats["num_rejected_steps"]
             stiff = RESULTS.where(
@@ -139,11 +169,13 @@ class _Integration(eqx.Module):
             return result
         t_end, y_end = sol.ts[1][-1], sol.ys[1]  # pyright: ignore[reportOptionalSubscript]
         final = jax.tree_util.tree_map(lambda x: x[-1], y_end)
-        uk_code = self.field.failures(t_end, final).code() if self.field.check else None
         result = RESULTS.where(sol.event_mask[0], initial.code, result)
-        if uk_code is not None:
-            result = RESULTS.where(sol.event_mask[1], uk_code, result)
-        return result
+        if not self.field.check:
+            return result
+        result = RESULTS.where(sol.event_mask[1], self.field.failures(t_end, final).code(), result)
+        stalled = (result != RESULTS.successful) & ~sol.event_mask[0] & ~sol.event_mask[1]
+        named = self.field.stall_code(t_end, final, span, stalled)  # successful if no check says
+        return RESULTS.where(stalled & (named != RESULTS.successful), named, result)
 
     def _saveat(self, ts, record: bool) -> diffrax.SaveAt:
         """Saves at `ts` (through the stabilisation's save function); with the run-time
@@ -160,7 +192,8 @@ class _Integration(eqx.Module):
         return diffrax.SaveAt(subs=[saves, *extra])
 
     def _solver(self) -> diffrax.AbstractSolver:
-        return self.field.stabilization.wrap_solver(self.solver, self.field.system)
+        solver = self.field.stabilization.wrap_solver(self.solver, self.field.system)
+        return guard(solver, self.stepsize_controller)
 
     def _save_fn(self):
         return self.field.stabilization.save_fn(self.field.system)
@@ -223,7 +256,7 @@ class _Integration(eqx.Module):
         else:
             sol = self.forward((q0, qd0), ts, refused, False)[0]
         event = self._event()
-        result = self._result(sol, initial)
+        result = self._result(sol, initial, jnp.abs(ts[-1] - ts[0]))
         if event is None:
             saved_ts, saved = sol.ts, sol.ys
         else:
@@ -354,7 +387,9 @@ def simulate(
       and the fix if the run fails (default); `False`: return the code in
       `solution.result` instead (a :class:`ukjax.RESULTS` item), with NaN in the saves from
       the failure on. Under `jax.vmap` each member gets its own code and the others are
-      unaffected.
+      unaffected. With an adaptive controller a run whose step size collapses to the
+      round-off of $t$ (every step ahead rejected) stops there, with the code of the check
+      that fails just ahead, else `step_size_collapsed`.
     - `progress_meter`: e.g. `diffrax.TqdmProgressMeter()` for a progress bar (smooth
       runs only).
     - `contact`: the law of the system's unilateral constraints `System.unilateral`
