@@ -70,7 +70,7 @@ class Solution(eqx.Module):
     sliding: jax.Array | None = None
 
 
-_PROBES = 13  # states probed ahead of a stalled run (_VectorField.stall_code)
+_PROBES = 14  # states probed at the end of a failed run (_VectorField.end_code)
 
 
 class _VectorField(eqx.Module):
@@ -88,35 +88,50 @@ class _VectorField(eqx.Module):
 
     def failures(self, t, y) -> Failures:
         """The UK checks at the state y (used by the event that stops a failed run)."""
-        return self.evaluate(t, y).failures(self.consistency_tol)
+        return _failures_call(self, t, y)
 
-    def stall_code(self, t, y, span, stalled) -> RESULTS:
-        r"""Why a run stopped at (t, y) without its failure event (`successful` if no
-        check says). With `throw=False` the checks run at accepted steps only; a state
-        that fails them ahead of the trajectory makes every stage past it non-finite, so
-        the steps are rejected and the step size collapses onto the failure
+    def end_code(self, t, y, span, fired, stalled) -> RESULTS:
+        r"""The code of a run that ended at (t, y): the failing check there when the
+        failure event `fired`; when the run `stalled` (ended with a failure that no
+        event explains), the first failing check just ahead (`successful` if none).
+
+        With `throw=False` the checks run at accepted steps only; a state that fails them
+        ahead of the trajectory makes every stage past it non-finite, so the steps are
+        rejected and the step size collapses onto the failure
         (:class:`ukjax._wrapped.StallGuard` ends the run there; with a controller of the
-        user's, `dtmin` or `max_steps` does). Probing a few states along the tangent
-        just ahead, $(t + s, q + s\dot q, \dot q + s\ddot q)$ with $s$ from
+        user's, `dtmin` or `max_steps` does). Probing states along the tangent just
+        ahead, $(t + s, q + s\dot q, \dot q + s\ddot q)$ with $s = 0$ and $s$ from
         $4\varepsilon$ to $\sqrt\varepsilon$ times $\max(|t|, \text{span})$, names the
-        check that stopped it: the code `throw=True` raises. Run only when some
-        trajectory stalled."""
+        check that stopped it: the code `throw=True` raises. One batched evaluation, in a
+        branch taken only when some trajectory failed."""
 
-        def probe(_) -> RESULTS:
-            qdd = self.evaluate(t, y).terms.qdd
+        def probe(_) -> tuple[RESULTS, RESULTS]:
+            qdd = _field_call(self, t, y)[1]
+            qdd = jnp.where(jnp.isfinite(qdd), qdd, 0.0)  # NaN where the state fails
             eps = jnp.finfo(qdd.dtype).eps
             scale = jnp.maximum(jnp.abs(t), span)
-            s = scale * jnp.geomspace(4 * eps, eps**0.5, _PROBES, dtype=qdd.dtype)
+            s = scale * jnp.geomspace(4 * eps, eps**0.5, _PROBES - 1, dtype=qdd.dtype)
+            s = jnp.concatenate([jnp.zeros(1, qdd.dtype), s])
             ahead = lambda s: (t + s, (y[0] + s * y[1], y[1] + s * qdd))
             codes = jax.vmap(lambda s: self.failures(*ahead(s)).code())(s)
-            first = jnp.argmax(codes != RESULTS.successful)  # the nearest failing probe
-            return jax.tree_util.tree_map(lambda c: c[first], codes)
+            first = jnp.argmax(codes != RESULTS.successful)  # the nearest failing state
+            at = lambda i: jax.tree_util.tree_map(lambda c: c[i], codes)
+            return at(0), at(first)
 
-        none = lambda _: RESULTS.successful
-        return jax.lax.cond(eqxi.unvmap_any(stalled), probe, none, None)
+        none = lambda _: (RESULTS.successful, RESULTS.successful)
+        here, ahead = jax.lax.cond(eqxi.unvmap_any(fired | stalled), probe, none, None)
+        return RESULTS.where(fired, here, RESULTS.where(stalled, ahead, RESULTS.successful))
 
     def __call__(self, t, y, args):
         return _field_call(self, t, y)
+
+
+@eqx.filter_jit
+def _failures_call(field: _VectorField, t, y) -> Failures:
+    """The checks at one state, traced once per solve like :func:`_field_call`: the
+    failure event is traced at the start and (twice) in diffrax's step, and the result
+    and the stall probe evaluate them again; a nested jit reuses the first trace."""
+    return field.evaluate(t, y).failures(field.consistency_tol)
 
 
 @eqx.filter_jit
@@ -172,10 +187,10 @@ class _Integration(eqx.Module):
         result = RESULTS.where(sol.event_mask[0], initial.code, result)
         if not self.field.check:
             return result
-        result = RESULTS.where(sol.event_mask[1], self.field.failures(t_end, final).code(), result)
-        stalled = (result != RESULTS.successful) & ~sol.event_mask[0] & ~sol.event_mask[1]
-        named = self.field.stall_code(t_end, final, span, stalled)  # successful if no check says
-        return RESULTS.where(stalled & (named != RESULTS.successful), named, result)
+        fired = sol.event_mask[1]
+        stalled = (result != RESULTS.successful) & ~sol.event_mask[0] & ~fired
+        named = self.field.end_code(t_end, final, span, fired, stalled)
+        return RESULTS.where(fired | (named != RESULTS.successful), named, result)
 
     def _saveat(self, ts, record: bool) -> diffrax.SaveAt:
         """Saves at `ts` (through the stabilisation's save function); with the run-time
