@@ -449,3 +449,23 @@ def test_random_invalid_inputs_are_never_silent(kind, index, scale):
         sol = _run_no_throw(system, q0, qd0)
     assert not bool(sol.result == R.successful), kind
     assert not np.any(np.isfinite(np.asarray(sol.q)[1:])), kind
+
+
+class MassLostAboveFloor(MassLostAt):
+    """MassLostAt with a floor far below (y >= -10): a hybrid run, whose segments end
+    with the same stall and probe."""
+
+    def unilateral(self, t, q):
+        return jnp.array([q[1] + 10.0])
+
+
+def test_a_hybrid_run_names_a_failure_ahead_of_its_accepted_steps():
+    ts = jnp.linspace(0.0, 1.0, 5)
+    sol = ukjax.simulate(MassLostAboveFloor(), Q0, QD0, ts, throw=False)
+    assert bool(sol.result == R.mass_matrix_not_spd)
+    assert int(sol.stats["num_steps"]) < 1000
+    # A hybrid segment's checks run on its end state only, so a failed segment's saves are
+    # not trusted: here the run is one segment, and nothing of it is returned as data.
+    assert np.all(np.isnan(np.asarray(sol.q)[1:]))
+    with pytest.raises(RUNTIME, match="not symmetric positive definite"):
+        jax.block_until_ready(ukjax.simulate(MassLostAboveFloor(), Q0, QD0, ts).q)

@@ -51,7 +51,7 @@ from ._stabilization import AbstractStabilization, NoStabilization
 from ._system import System, as_time, check_state, floatify
 from ._uk import uk_terms
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
-from ._wrapped import guard, name_collapse
+from ._wrapped import guard, name_collapse, probe_codes
 
 
 EVENT_KINDS = ("none", "impact", "engage", "release", "impulse", "stick", "slip")
@@ -320,7 +320,8 @@ class HybridIntegration(eqx.Module):
         seg_ts, (seg_q, seg_qd) = sol.ts[0], sol.ys[0]  # pyright: ignore
         t_stop = sol.ts[1][-1]  # pyright: ignore
         q1, qd1 = (x[-1] for x in sol.ys[1])  # pyright: ignore
-        result = self._segment_result(sol, t_stop, (q1, qd1), c.mode)
+        span = jnp.abs(ts[-1] - ts[0])
+        result = self._segment_result(sol, t_stop, (q1, qd1), c.mode, span)
         # A failed segment's saves are not trusted (they stay NaN); earlier ones are kept.
         keep = (ts >= c.t) & (ts <= t_stop) & jnp.isfinite(seg_ts) & ~c.done
         keep = keep & (result == RESULTS.successful)
@@ -363,15 +364,27 @@ class HybridIntegration(eqx.Module):
     def _contact_hit(self, sol) -> jax.Array:
         return jnp.asarray(False) if sol.event_mask is None else sol.event_mask
 
-    def _segment_result(self, sol, t_stop, y_stop, mode: Mode) -> RESULTS:
+    def _segment_result(self, sol, t_stop, y_stop, mode: Mode, span) -> RESULTS:
         """The segment's code. With throw=False the UK checks run on the segment's end
-        state (with throw=True they raise inside the solve)."""
+        state (with throw=True they raise inside the solve), and a segment that stalled
+        on a failure just ahead of it gets that failure's code
+        (:func:`ukjax._wrapped.probe_codes`)."""
         result = name_collapse(promote(sol.result), self.stepsize_controller)
         result = RESULTS.where(result == RESULTS.event_occurred, RESULTS.successful, result)
-        if self.field.check and not self.throw:
-            code = self.field.failed(t_stop, y_stop, mode).code()
-            result = RESULTS.where(result == RESULTS.successful, code, result)
-        return result
+        if not self.field.check or self.throw:
+            return result
+        code = self.field.failed(t_stop, y_stop, mode).code()
+        stalled = (result != RESULTS.successful) & (code == RESULTS.successful)
+        result = RESULTS.where(result == RESULTS.successful, code, result)
+
+        def probe(_) -> RESULTS:
+            code_at = lambda t, y: self.field.failed(t, y, mode).code()
+            qdd = self.field(t_stop, y_stop, mode)[1]
+            return probe_codes(code_at, t_stop, y_stop, qdd, span)[1]
+
+        none = lambda _: RESULTS.successful
+        ahead = jax.lax.cond(eqxi.unvmap_any(stalled), probe, none, None)
+        return RESULTS.where(stalled & (ahead != RESULTS.successful), ahead, result)
 
     # ---- mode changes and jumps --------------------------------------------------------
     def _switch(self, c: _Carry, offset, hit) -> _Carry:

@@ -34,7 +34,7 @@ from ._stabilization import AbstractStabilization, check_stabilization
 from ._system import System, check_state, floatify, overrides
 from ._uk import Failures, default_consistency_tol
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
-from ._wrapped import guard, name_collapse
+from ._wrapped import guard, name_collapse, probe_codes
 from ._xla import jit
 
 
@@ -70,9 +70,6 @@ class Solution(eqx.Module):
     sliding: jax.Array | None = None
 
 
-_PROBES = 14  # states probed at the end of a failed run (_VectorField.end_code)
-
-
 class _VectorField(eqx.Module):
     r"""$(q, \dot q) \mapsto (\dot q, \ddot q)$ with the UK acceleration."""
 
@@ -91,32 +88,15 @@ class _VectorField(eqx.Module):
         return _failures_call(self, t, y)
 
     def end_code(self, t, y, span, fired, stalled) -> RESULTS:
-        r"""The code of a run that ended at (t, y): the failing check there when the
+        """The code of a run that ended at (t, y): the failing check there when the
         failure event `fired`; when the run `stalled` (ended with a failure that no
-        event explains), the first failing check just ahead (`successful` if none).
-
-        With `throw=False` the checks run at accepted steps only; a state that fails them
-        ahead of the trajectory makes every stage past it non-finite, so the steps are
-        rejected and the step size collapses onto the failure
-        (:class:`ukjax._wrapped.StallGuard` ends the run there; with a controller of the
-        user's, `dtmin` or `max_steps` does). Probing states along the tangent just
-        ahead, $(t + s, q + s\dot q, \dot q + s\ddot q)$ with $s = 0$ and $s$ from
-        $4\varepsilon$ to $\sqrt\varepsilon$ times $\max(|t|, \text{span})$, names the
-        check that stopped it: the code `throw=True` raises. One batched evaluation, in a
-        branch taken only when some trajectory failed."""
+        event explains), the first failing check just ahead (`successful` if none; see
+        :func:`ukjax._wrapped.probe_codes`). In a branch taken only when some trajectory
+        failed."""
 
         def probe(_) -> tuple[RESULTS, RESULTS]:
-            qdd = _field_call(self, t, y)[1]
-            qdd = jnp.where(jnp.isfinite(qdd), qdd, 0.0)  # NaN where the state fails
-            eps = jnp.finfo(qdd.dtype).eps
-            scale = jnp.maximum(jnp.abs(t), span)
-            s = scale * jnp.geomspace(4 * eps, eps**0.5, _PROBES - 1, dtype=qdd.dtype)
-            s = jnp.concatenate([jnp.zeros(1, qdd.dtype), s])
-            ahead = lambda s: (t + s, (y[0] + s * y[1], y[1] + s * qdd))
-            codes = jax.vmap(lambda s: self.failures(*ahead(s)).code())(s)
-            first = jnp.argmax(codes != RESULTS.successful)  # the nearest failing state
-            at = lambda i: jax.tree_util.tree_map(lambda c: c[i], codes)
-            return at(0), at(first)
+            code_at = lambda t, y: self.failures(t, y).code()
+            return probe_codes(code_at, t, y, _field_call(self, t, y)[1], span)
 
         none = lambda _: (RESULTS.successful, RESULTS.successful)
         here, ahead = jax.lax.cond(eqxi.unvmap_any(fired | stalled), probe, none, None)

@@ -1,5 +1,6 @@
-r"""diffrax solvers that wrap another one: a base that forwards everything, and the guard
-that ends a run whose step size has collapsed.
+r"""Stalled runs: diffrax solvers that wrap another one (a base that forwards everything),
+the guard that ends a run whose step size has collapsed, and the probe that names the
+failure it collapsed onto.
 
 Why a guard: diffrax's adaptive controllers (without `dtmin`) shrink a rejected step
 without bound. A run whose every step past some time is rejected (the right-hand side is
@@ -20,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import diffrax
+import jax
 import jax.numpy as jnp
 
 from ._results import RESULTS
@@ -131,3 +133,30 @@ def name_collapse(result: RESULTS, controller) -> RESULTS:
     if not guards(controller):
         return result
     return RESULTS.where(result == RESULTS.dt_min_reached, RESULTS.step_size_collapsed, result)
+
+
+PROBES = 14  # states probed at the end of a failed run (s = 0 and 13 steps ahead)
+
+
+def probe_codes(code_at, t, y, qdd, span) -> tuple[RESULTS, RESULTS]:
+    r"""The codes of the checks at the state (t, y) where a run ended and at the first
+    failing state just ahead of it along the tangent,
+    $(t + s,\ q + s\dot q,\ \dot q + s\ddot q)$ for $s$ from $4\varepsilon$ to
+    $\sqrt\varepsilon$ times $\max(|t|, \text{span})$ (`successful` if none fails).
+
+    Why: with `throw=False` the checks run at accepted states only. A state that fails
+    them ahead of the trajectory makes every stage past it non-finite, so every step
+    into it is rejected and the step size collapses onto it (:class:`StallGuard` ends
+    the run there); the states just ahead name the check, the code `throw=True` raises.
+    `code_at(t, (q, qd))` is the code of the checks at one state; it is evaluated once,
+    batched over the 14 states. `qdd` is the acceleration at (t, y) (a NaN one, at a
+    failing state, is taken as zero)."""
+    qdd = jnp.where(jnp.isfinite(qdd), qdd, 0.0)
+    eps = jnp.finfo(qdd.dtype).eps
+    scale = jnp.maximum(jnp.abs(t), span)
+    s = scale * jnp.geomspace(4 * eps, eps**0.5, PROBES - 1, dtype=qdd.dtype)
+    s = jnp.concatenate([jnp.zeros(1, qdd.dtype), s])
+    codes = jax.vmap(lambda s: code_at(t + s, (y[0] + s * y[1], y[1] + s * qdd)))(s)
+    first = jnp.argmax(codes != RESULTS.successful)  # the nearest failing state
+    at = lambda i: jax.tree_util.tree_map(lambda c: c[i], codes)
+    return at(0), at(first)
