@@ -376,14 +376,9 @@ class HybridIntegration(eqx.Module):
         code = self.field.failed(t_stop, y_stop, mode).code()
         stalled = (result != RESULTS.successful) & (code == RESULTS.successful)
         result = RESULTS.where(result == RESULTS.successful, code, result)
-
-        def probe(_) -> RESULTS:
-            code_at = lambda t, y: self.field.failed(t, y, mode).code()
-            qdd = self.field(t_stop, y_stop, mode)[1]
-            return probe_codes(code_at, t_stop, y_stop, qdd, span)[1]
-
-        none = lambda _: RESULTS.successful
-        ahead = jax.lax.cond(eqxi.unvmap_any(stalled), probe, none, None)
+        code_at = lambda t, y: self.field.failed(t, y, mode).code()
+        qdd_at = lambda t, y: self.field(t, y, mode)[1]
+        ahead = probe_codes(code_at, qdd_at, t_stop, y_stop, span, stalled)[1]
         return RESULTS.where(stalled & (ahead != RESULTS.successful), ahead, result)
 
     # ---- mode changes and jumps --------------------------------------------------------

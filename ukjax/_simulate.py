@@ -7,7 +7,6 @@ from typing import Any
 
 import diffrax
 import equinox as eqx
-import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -93,13 +92,9 @@ class _VectorField(eqx.Module):
         event explains), the first failing check just ahead (`successful` if none; see
         :func:`ukjax._wrapped.probe_codes`). In a branch taken only when some trajectory
         failed."""
-
-        def probe(_) -> tuple[RESULTS, RESULTS]:
-            code_at = lambda t, y: self.failures(t, y).code()
-            return probe_codes(code_at, t, y, _field_call(self, t, y)[1], span)
-
-        none = lambda _: (RESULTS.successful, RESULTS.successful)
-        here, ahead = jax.lax.cond(eqxi.unvmap_any(fired | stalled), probe, none, None)
+        code_at = lambda t, y: self.failures(t, y).code()
+        qdd_at = lambda t, y: _field_call(self, t, y)[1]
+        here, ahead = probe_codes(code_at, qdd_at, t, y, span, fired | stalled)
         return RESULTS.where(fired, here, RESULTS.where(stalled, ahead, RESULTS.successful))
 
     def __call__(self, t, y, args):

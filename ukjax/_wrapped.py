@@ -8,7 +8,7 @@ non-finite there: a mass matrix losing definiteness, a force leaving its domain)
 on that time and then takes steps that no longer advance $t$ until `max_steps`, 100 000
 evaluations of nothing. scipy's `solve_ivp` stops when $h < 10\,|\mathrm{nextafter}(t) -
 t|$; :class:`StallGuard` does the same, returning diffrax's `dt_min_reached` for an
-accepted step shorter than a few units in the last place of $t$ (a step diffrax's own
+accepted step shorter than 10 units in the last place of $t$ (a step diffrax's own
 clipping to $t_1$ never makes, see `diffrax._integrate._clip_to_end`).
 
 Example:
@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import diffrax
+import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
 
@@ -138,25 +139,32 @@ def name_collapse(result: RESULTS, controller) -> RESULTS:
 PROBES = 14  # states probed at the end of a failed run (s = 0 and 13 steps ahead)
 
 
-def probe_codes(code_at, t, y, qdd, span) -> tuple[RESULTS, RESULTS]:
+def probe_codes(code_at, qdd_at, t, y, span, when) -> tuple[RESULTS, RESULTS]:
     r"""The codes of the checks at the state (t, y) where a run ended and at the first
     failing state just ahead of it along the tangent,
     $(t + s,\ q + s\dot q,\ \dot q + s\ddot q)$ for $s$ from $4\varepsilon$ to
-    $\sqrt\varepsilon$ times $\max(|t|, \text{span})$ (`successful` if none fails).
+    $\sqrt\varepsilon$ times $\max(|t|, \text{span})$ (`successful` if none fails, and
+    both `successful` where no member of a batch has `when` set: the branch is skipped).
 
     Why: with `throw=False` the checks run at accepted states only. A state that fails
     them ahead of the trajectory makes every stage past it non-finite, so every step
     into it is rejected and the step size collapses onto it (:class:`StallGuard` ends
     the run there); the states just ahead name the check, the code `throw=True` raises.
-    `code_at(t, (q, qd))` is the code of the checks at one state; it is evaluated once,
-    batched over the 14 states. `qdd` is the acceleration at (t, y) (a NaN one, at a
-    failing state, is taken as zero)."""
-    qdd = jnp.where(jnp.isfinite(qdd), qdd, 0.0)
-    eps = jnp.finfo(qdd.dtype).eps
-    scale = jnp.maximum(jnp.abs(t), span)
-    s = scale * jnp.geomspace(4 * eps, eps**0.5, PROBES - 1, dtype=qdd.dtype)
-    s = jnp.concatenate([jnp.zeros(1, qdd.dtype), s])
-    codes = jax.vmap(lambda s: code_at(t + s, (y[0] + s * y[1], y[1] + s * qdd)))(s)
-    first = jnp.argmax(codes != RESULTS.successful)  # the nearest failing state
-    at = lambda i: jax.tree_util.tree_map(lambda c: c[i], codes)
-    return at(0), at(first)
+    `code_at(t, (q, qd))` is the code of the checks at one state, evaluated once batched
+    over the 14 states; `qdd_at(t, (q, qd))` the acceleration (a NaN one, at a failing
+    state, is taken as zero)."""
+
+    def probe(_) -> tuple[RESULTS, RESULTS]:
+        qdd = qdd_at(t, y)
+        qdd = jnp.where(jnp.isfinite(qdd), qdd, 0.0)
+        eps = jnp.finfo(qdd.dtype).eps
+        scale = jnp.maximum(jnp.abs(t), span)
+        s = scale * jnp.geomspace(4 * eps, eps**0.5, PROBES - 1, dtype=qdd.dtype)
+        s = jnp.concatenate([jnp.zeros(1, qdd.dtype), s])
+        codes = jax.vmap(lambda s: code_at(t + s, (y[0] + s * y[1], y[1] + s * qdd)))(s)
+        first = jnp.argmax(codes != RESULTS.successful)  # the nearest failing state
+        at = lambda i: jax.tree_util.tree_map(lambda c: c[i], codes)
+        return at(0), at(first)
+
+    none = lambda _: (RESULTS.successful, RESULTS.successful)
+    return jax.lax.cond(eqxi.unvmap_any(when), probe, none, None)
