@@ -47,13 +47,15 @@ def _bead_loss(params, ts, **kw):
     return jnp.sum(sol.q[:, 0] * jnp.linspace(1.0, 2.0, ts.size))
 
 
-def test_replay_gradient_matches_the_closed_form():
-    """d/d(m, c, g, alpha) of a weighted sum of saved positions, from simulate's default
-    adjoint (ReplayAdjoint), against autodiff of the closed-form motion."""
+@pytest.mark.parametrize("derivative", [jax.grad, jax.jacfwd], ids=["reverse", "forward"])
+def test_gradient_at_the_defaults_matches_the_closed_form(derivative):
+    """d/d(m, c, g, alpha) of a weighted sum of saved positions, at simulate's default
+    adjoint (ReplayAdjoint in reverse mode; under jax.jacfwd ForwardMode, chosen by
+    simulate), against autodiff of the closed-form motion."""
     ts = jnp.linspace(0.0, 1.5, 7)
     params = jnp.array([1.3, 0.7, 9.81, 0.6])
     kw = dict(solver=diffrax.Tsit5(), rtol=1e-11, atol=1e-11)
-    got = jax.grad(_bead_loss)(params, ts, **kw)
+    got = derivative(_bead_loss)(params, ts, **kw)
     want = jax.grad(lambda p: jnp.sum(_bead_closed_form(p, ts) * jnp.linspace(1.0, 2.0, 7)))(params)
     np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-9)
 
@@ -190,3 +192,73 @@ def test_replay_gradient_of_a_failed_run_is_not_silently_finite():
     assert result != ukjax.RESULTS.successful
     assert not np.isfinite(float(value))
     assert eqx.is_array(value)
+
+
+@pytest.mark.slow
+def test_forward_mode_under_vmap_equals_reverse_mode():
+    """jax.jvp under vmap (two directions at once) and jax.jacfwd equal jax.jacrev of the
+    same run at the defaults."""
+    ts = jnp.linspace(0.0, 1.5, 7)
+    params = jnp.array([1.3, 0.7, 9.81, 0.6])
+    kw = dict(solver=diffrax.Tsit5(), rtol=1e-11, atol=1e-11)
+    forward = jax.jacfwd(_bead_loss)(params, ts, **kw)
+    reverse = jax.jacrev(_bead_loss)(params, ts, **kw)
+    np.testing.assert_allclose(forward, reverse, rtol=1e-9, atol=1e-12)
+    directions = jnp.eye(4)[:2]
+    loss = lambda p: _bead_loss(p, ts, **kw)
+    tangents = jax.vmap(lambda v: jax.jvp(loss, (params,), (v,))[1])(directions)
+    np.testing.assert_allclose(tangents, forward[:2], rtol=1e-10, atol=1e-12)
+
+
+def test_forward_mode_refuses_a_reverse_only_adjoint_clearly():
+    """A reverse-mode adjoint under jax.jacfwd: a ValueError that names ForwardMode
+    (instead of JAX's message about custom VJPs)."""
+    ts = jnp.linspace(0.0, 0.5, 3)
+    params = jnp.array([1.3, 0.7, 9.81, 0.6])
+    for adjoint in (ukjax.ReplayAdjoint(), diffrax.RecursiveCheckpointAdjoint()):
+        with pytest.raises(ValueError, match="ForwardMode"):
+            jax.jacfwd(_bead_loss)(params, ts, adjoint=adjoint)
+    # ForwardMode and DirectAdjoint given explicitly are taken as they are
+    got = jax.jacfwd(_bead_loss)(params, ts, adjoint=diffrax.ForwardMode())
+    assert np.all(np.isfinite(got))
+
+
+def test_default_adjoint_follows_the_autodiff_mode():
+    """ForwardMode under jax.jvp / jax.jacfwd (also through vmap and jit); reverse mode,
+    and forward over reverse (a Hessian), keep the reverse-mode default."""
+    y0 = (jnp.zeros(2), jnp.zeros(2))
+    chosen = []
+
+    def f(x):
+        chosen.append(type(default_adjoint(100, y0, traced=x)))
+        return x
+
+    jax.jacfwd(f)(1.0)
+    jax.jit(jax.vmap(jax.jacfwd(f)))(jnp.ones(3))
+    jax.jacfwd(jax.vmap(f))(jnp.ones(3))
+    jax.grad(f)(1.0)
+    jax.jacrev(f)(1.0)
+    jax.hessian(f)(1.0)
+    f(1.0)
+    forward, replay = diffrax.ForwardMode, ukjax.ReplayAdjoint
+    assert chosen == [forward] * 3 + [replay] * 4
+
+
+@pytest.mark.slow
+def test_forward_mode_through_impacts():
+    """jax.jacfwd of a hybrid run (a ball bouncing with restitution 0.8, through its first
+    impact) at the defaults equals jax.grad and a central difference."""
+    from ukjax.systems import BouncingBall
+
+    ts = jnp.linspace(0.0, 1.2, 9)
+
+    def height(g):
+        ball = BouncingBall(g=g)
+        sol = ukjax.simulate(ball, jnp.array([1.0]), jnp.zeros(1), ts, contact=ukjax.Impact(0.8))
+        return sol.q[-1, 0]
+
+    forward, reverse = jax.jacfwd(height)(9.81), jax.grad(height)(9.81)
+    h = 1e-5
+    central = (height(9.81 + h) - height(9.81 - h)) / (2 * h)
+    np.testing.assert_allclose(forward, reverse, rtol=1e-10)
+    np.testing.assert_allclose(forward, central, rtol=1e-6)

@@ -34,6 +34,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.core import Tracer
 
 
 # Steps replayed in one batch (their forward passes are independent given the stored
@@ -69,9 +70,9 @@ class ReplayAdjoint(diffrax.AbstractAdjoint):
 
     Where it does not apply (hybrid runs with contacts or impulses, implicit solvers,
     `max_steps=None`), it behaves as `diffrax.RecursiveCheckpointAdjoint()`. Forward mode
-    (`jax.jvp`, `jax.jacfwd`) needs `diffrax.ForwardMode()`, as with diffrax's default;
-    derivatives with respect to the save times `ts` need
-    `diffrax.RecursiveCheckpointAdjoint()`.
+    (`jax.jvp`, `jax.jacfwd`) needs `diffrax.ForwardMode()`, which `simulate` takes by
+    itself when no adjoint is given (:func:`forward_mode`); derivatives with respect to
+    the save times `ts` need `diffrax.RecursiveCheckpointAdjoint()`.
 
     Example:
         >>> import diffrax, jax, jax.numpy as jnp, ukjax
@@ -92,10 +93,55 @@ class ReplayAdjoint(diffrax.AbstractAdjoint):
         return diffrax.RecursiveCheckpointAdjoint().loop(**kwargs)
 
 
-def default_adjoint(max_steps: int | None, y0, batch: int = 1) -> diffrax.AbstractAdjoint:
-    """`ReplayAdjoint()` when its stored states fit the budgets (:data:`DEFAULT_BUDGET`
-    bytes per trajectory, :data:`BATCH_BUDGET` for a `batch` the caller knows), else
+def forward_mode(tree) -> bool:
+    """Whether the values of `tree` are traced by forward-mode autodiff (`jax.jvp`,
+    `jax.jacfwd`) and not by reverse mode, looking through `vmap` and `jit` tracers.
+
+    Reverse mode (`jax.grad`, `jax.vjp`) linearises with its own tracers, and a `jvp`
+    whose tangents are partially evaluated (reverse mode without direct linearisation)
+    is not forward mode. Example:
+
+        >>> import jax
+        >>> from ukjax._adjoint import forward_mode
+        >>> seen = []
+        >>> f = lambda x: seen.append(forward_mode(x)) or x
+        >>> _ = jax.jacfwd(f)(1.0), jax.grad(f)(1.0), jax.vmap(jax.jacfwd(f))(jax.numpy.ones(2))
+        >>> _ = jax.hessian(f)(1.0)  # forward over reverse: not forward mode alone
+        >>> seen
+        [True, False, True, False]
+    """
+    forward = reverse = False
+    for x in jax.tree_util.tree_leaves(tree):
+        for _ in range(64):  # a tracer wraps the value of the transformation beneath it
+            if not isinstance(x, Tracer):
+                break
+            kind = type(x).__name__
+            tangent = type(getattr(x, "tangent", None)).__name__
+            partial = tangent in ("JaxprTracer", "LinearizeTracer")
+            forward |= kind == "JVPTracer" and not partial
+            reverse |= kind == "LinearizeTracer" or (kind == "JVPTracer" and partial)
+            x = getattr(x, "primal", getattr(x, "val", None))
+    # both (a Hessian): no adjoint serves forward over reverse and reverse over forward
+    # but DirectAdjoint, whose cost grows with max_steps; left to the caller
+    return forward and not reverse
+
+
+def reverse_only(adjoint: diffrax.AbstractAdjoint) -> bool:
+    """Whether `adjoint` differentiates in reverse mode only (a custom VJP or a
+    checkpointed loop): everything but `ForwardMode` and `DirectAdjoint`."""
+    return not isinstance(adjoint, (diffrax.ForwardMode, diffrax.DirectAdjoint))
+
+
+def default_adjoint(
+    max_steps: int | None, y0, batch: int = 1, traced=None
+) -> diffrax.AbstractAdjoint:
+    """`diffrax.ForwardMode()` when the values `traced` (the run's inputs) are traced by
+    forward-mode autodiff (:func:`forward_mode`); else `ReplayAdjoint()` when its stored
+    states fit the budgets (:data:`DEFAULT_BUDGET` bytes per trajectory,
+    :data:`BATCH_BUDGET` for a `batch` the caller knows), else
     `diffrax.RecursiveCheckpointAdjoint()`."""
+    if forward_mode(traced):
+        return diffrax.ForwardMode()
     if max_steps is None:
         return diffrax.RecursiveCheckpointAdjoint()
     stored = max_steps * sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(y0))

@@ -96,7 +96,7 @@ def predict(system: System, data: TrajectoryData, **simulate_kwargs) -> dict[str
             max_steps = simulate_kwargs.get("max_steps", MAX_STEPS)
             simulate_kwargs = {
                 **simulate_kwargs,
-                "adjoint": default_adjoint(max_steps, y0, batch),
+                "adjoint": default_adjoint(max_steps, y0, batch, traced=(system, data)),
             }
         return jax.vmap(one)(data.q0, data.qd0)
     return one(data.q0, data.qd0)
