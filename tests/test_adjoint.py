@@ -210,22 +210,27 @@ def test_forward_mode_under_vmap_equals_reverse_mode():
     np.testing.assert_allclose(tangents, forward[:2], rtol=1e-10, atol=1e-12)
 
 
-def test_forward_mode_refuses_a_reverse_only_adjoint_clearly():
-    """A reverse-mode adjoint under jax.jacfwd: a ValueError that names ForwardMode
-    (instead of JAX's message about custom VJPs)."""
+def test_an_adjoint_that_cannot_differentiate_in_the_mode_asked_is_refused_clearly():
+    """A reverse-mode adjoint under jax.jacfwd, or any but DirectAdjoint under
+    jax.hessian: a ValueError that names the adjoint to pass (instead of JAX's message
+    about custom VJPs)."""
     ts = jnp.linspace(0.0, 0.5, 3)
     params = jnp.array([1.3, 0.7, 9.81, 0.6])
     for adjoint in (ukjax.ReplayAdjoint(), diffrax.RecursiveCheckpointAdjoint()):
         with pytest.raises(ValueError, match="ForwardMode"):
             jax.jacfwd(_bead_loss)(params, ts, adjoint=adjoint)
+    for adjoint in (ukjax.ReplayAdjoint(), diffrax.ForwardMode()):
+        with pytest.raises(ValueError, match="DirectAdjoint"):
+            jax.hessian(_bead_loss)(params, ts, adjoint=adjoint)
     # ForwardMode and DirectAdjoint given explicitly are taken as they are
     got = jax.jacfwd(_bead_loss)(params, ts, adjoint=diffrax.ForwardMode())
     assert np.all(np.isfinite(got))
 
 
 def test_default_adjoint_follows_the_autodiff_mode():
-    """ForwardMode under jax.jvp / jax.jacfwd (also through vmap and jit); reverse mode,
-    and forward over reverse (a Hessian), keep the reverse-mode default."""
+    """ForwardMode under jax.jvp / jax.jacfwd (also through vmap and jit), the
+    reverse-mode default under jax.grad / jax.jacrev (and outside autodiff), DirectAdjoint
+    under both (second derivatives)."""
     y0 = (jnp.zeros(2), jnp.zeros(2))
     chosen = []
 
@@ -238,10 +243,11 @@ def test_default_adjoint_follows_the_autodiff_mode():
     jax.jacfwd(jax.vmap(f))(jnp.ones(3))
     jax.grad(f)(1.0)
     jax.jacrev(f)(1.0)
-    jax.hessian(f)(1.0)
     f(1.0)
-    forward, replay = diffrax.ForwardMode, ukjax.ReplayAdjoint
-    assert chosen == [forward] * 3 + [replay] * 4
+    jax.hessian(f)(1.0)
+    jax.jacrev(jax.jacfwd(f))(1.0)
+    forward, replay, direct = diffrax.ForwardMode, ukjax.ReplayAdjoint, diffrax.DirectAdjoint
+    assert chosen == [forward] * 3 + [replay] * 3 + [direct] * 2
 
 
 @pytest.mark.slow
@@ -262,3 +268,22 @@ def test_forward_mode_through_impacts():
     central = (height(9.81 + h) - height(9.81 - h)) / (2 * h)
     np.testing.assert_allclose(forward, reverse, rtol=1e-10)
     np.testing.assert_allclose(forward, central, rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_hessian_without_an_adjoint_given_matches_the_closed_form():
+    """jax.hessian of simulate with no adjoint given (DirectAdjoint is chosen) equals the
+    Hessian of the closed-form motion with respect to (m, c, g, alpha), and is symmetric.
+
+    With the Cholesky UK solve: under an adaptive controller the default Regularized
+    solve's refinements leave an asymmetry of up to 2e-6 in this Hessian (found, not
+    explained; symmetric to round-off with fixed steps or without refinements), which the
+    docs state."""
+    ts = jnp.linspace(0.0, 1.0, 5)
+    params = jnp.array([1.3, 0.7, 9.81, 0.6])
+    kw = dict(solver=diffrax.Tsit5(), rtol=1e-11, atol=1e-11, max_steps=2048)
+    got = jax.hessian(_bead_loss)(params, ts, uk_solver=ukjax.Cholesky(), **kw)
+    weights = jnp.linspace(1.0, 2.0, ts.size)
+    want = jax.hessian(lambda p: jnp.sum(_bead_closed_form(p, ts) * weights))(params)
+    np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(got, got.T, rtol=0.0, atol=1e-12)

@@ -71,7 +71,7 @@ class ReplayAdjoint(diffrax.AbstractAdjoint):
     Where it does not apply (hybrid runs with contacts or impulses, implicit solvers,
     `max_steps=None`), it behaves as `diffrax.RecursiveCheckpointAdjoint()`. Forward mode
     (`jax.jvp`, `jax.jacfwd`) needs `diffrax.ForwardMode()`, which `simulate` takes by
-    itself when no adjoint is given (:func:`forward_mode`); derivatives with respect to
+    itself when no adjoint is given (:func:`default_adjoint`); derivatives with respect to
     the save times `ts` need `diffrax.RecursiveCheckpointAdjoint()`.
 
     Example:
@@ -93,26 +93,26 @@ class ReplayAdjoint(diffrax.AbstractAdjoint):
         return diffrax.RecursiveCheckpointAdjoint().loop(**kwargs)
 
 
-def forward_mode(tree) -> bool:
-    """Whether the values of `tree` are traced by forward-mode autodiff (`jax.jvp`,
-    `jax.jacfwd`) and not by reverse mode, looking through `vmap` and `jit` tracers.
+def autodiff_modes(tree) -> tuple[bool, bool]:
+    """(forward, reverse): whether the values of `tree` are traced by forward-mode
+    autodiff (`jax.jvp`, `jax.jacfwd`) and by reverse mode (`jax.grad`, `jax.vjp`),
+    looking through `vmap` and `jit` tracers (a tracer wraps the value of the
+    transformation beneath it). Both: a second derivative (`jax.hessian`).
 
-    Reverse mode (`jax.grad`, `jax.vjp`) linearises with its own tracers, and a `jvp`
-    whose tangents are partially evaluated (reverse mode without direct linearisation)
-    is not forward mode. Example:
+    Reverse mode linearises with its own tracers, or (without direct linearisation) with
+    a `jvp` whose tangents are partially evaluated. Example:
 
         >>> import jax
-        >>> from ukjax._adjoint import forward_mode
+        >>> from ukjax._adjoint import autodiff_modes
         >>> seen = []
-        >>> f = lambda x: seen.append(forward_mode(x)) or x
-        >>> _ = jax.jacfwd(f)(1.0), jax.grad(f)(1.0), jax.vmap(jax.jacfwd(f))(jax.numpy.ones(2))
-        >>> _ = jax.hessian(f)(1.0)  # forward over reverse: not forward mode alone
+        >>> f = lambda x: seen.append(autodiff_modes(x)) or x
+        >>> _ = jax.jacfwd(f)(1.0), jax.grad(f)(1.0), jax.hessian(f)(1.0)
         >>> seen
-        [True, False, True, False]
+        [(True, False), (False, True), (True, True)]
     """
     forward = reverse = False
     for x in jax.tree_util.tree_leaves(tree):
-        for _ in range(64):  # a tracer wraps the value of the transformation beneath it
+        for _ in range(64):
             if not isinstance(x, Tracer):
                 break
             kind = type(x).__name__
@@ -121,27 +121,43 @@ def forward_mode(tree) -> bool:
             forward |= kind == "JVPTracer" and not partial
             reverse |= kind == "LinearizeTracer" or (kind == "JVPTracer" and partial)
             x = getattr(x, "primal", getattr(x, "val", None))
-    # both (a Hessian): no adjoint serves forward over reverse and reverse over forward
-    # but DirectAdjoint, whose cost grows with max_steps; left to the caller
-    return forward and not reverse
+    return forward, reverse
 
 
-def reverse_only(adjoint: diffrax.AbstractAdjoint) -> bool:
-    """Whether `adjoint` differentiates in reverse mode only (a custom VJP or a
-    checkpointed loop): everything but `ForwardMode` and `DirectAdjoint`."""
-    return not isinstance(adjoint, (diffrax.ForwardMode, diffrax.DirectAdjoint))
+def refusal(adjoint: diffrax.AbstractAdjoint, tree) -> str | None:
+    """Why `adjoint` cannot differentiate a run whose inputs are `tree` in the modes
+    they are traced by (:func:`autodiff_modes`), or None."""
+    forward, reverse = autodiff_modes(tree)
+    name = f"adjoint={type(adjoint).__name__}()"
+    if forward and reverse and not isinstance(adjoint, diffrax.DirectAdjoint):
+        return (
+            f"simulate is differentiated twice (forward and reverse mode: jax.hessian, a jvp "
+            f"of a gradient) but {name} cannot be: pass adjoint=diffrax.DirectAdjoint() "
+            "(or leave adjoint unset: it is then chosen)."
+        )
+    if forward and not isinstance(adjoint, (diffrax.ForwardMode, diffrax.DirectAdjoint)):
+        return (
+            f"simulate is differentiated in forward mode (jax.jvp, jax.jacfwd) but {name} "
+            "computes reverse-mode gradients only: pass adjoint=diffrax.ForwardMode() (or "
+            "leave adjoint unset: it is then chosen), or take the derivative with jax.grad "
+            "/ jax.jacrev."
+        )
+    return None
 
 
 def default_adjoint(
     max_steps: int | None, y0, batch: int = 1, traced=None
 ) -> diffrax.AbstractAdjoint:
-    """`diffrax.ForwardMode()` when the values `traced` (the run's inputs) are traced by
-    forward-mode autodiff (:func:`forward_mode`); else `ReplayAdjoint()` when its stored
-    states fit the budgets (:data:`DEFAULT_BUDGET` bytes per trajectory,
+    """The adjoint for the autodiff modes that trace `traced` (the run's inputs, see
+    :func:`autodiff_modes`): `diffrax.ForwardMode()` under forward mode alone,
+    `diffrax.DirectAdjoint()` under both (second derivatives; its program and memory
+    grow with the logarithm of `max_steps`); in reverse mode (or none) `ReplayAdjoint()`
+    when its stored states fit the budgets (:data:`DEFAULT_BUDGET` bytes per trajectory,
     :data:`BATCH_BUDGET` for a `batch` the caller knows), else
     `diffrax.RecursiveCheckpointAdjoint()`."""
-    if forward_mode(traced):
-        return diffrax.ForwardMode()
+    forward, reverse = autodiff_modes(traced)
+    if forward:
+        return diffrax.DirectAdjoint() if reverse else diffrax.ForwardMode()
     if max_steps is None:
         return diffrax.RecursiveCheckpointAdjoint()
     stored = max_steps * sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(y0))

@@ -13,6 +13,8 @@ derivative through the root find).
 
 from __future__ import annotations
 
+from typing import Literal
+
 import diffrax
 import equinox as eqx
 import equinox.internal as eqxi
@@ -578,10 +580,18 @@ class HybridIntegration(eqx.Module):
             lambda c: self._segment(c, ts),
             carry,
             max_steps=self.max_events + n_impulses + 2,
-            # reverse mode needs the checkpointed loop; forward mode needs a plain one
-            kind="lax" if isinstance(self.adjoint, diffrax.ForwardMode) else "checkpointed",
+            # reverse mode needs the checkpointed loop, forward mode a plain one, and both
+            # (diffrax's DirectAdjoint: second derivatives) a bounded one
+            kind=_loop_kind(self.adjoint),
         )
         return out
+
+
+def _loop_kind(adjoint: diffrax.AbstractAdjoint) -> Literal["lax", "checkpointed", "bounded"]:
+    """The kind of `eqxi.while_loop` over the segments that `adjoint` can differentiate."""
+    if isinstance(adjoint, diffrax.ForwardMode):
+        return "lax"
+    return "bounded" if isinstance(adjoint, diffrax.DirectAdjoint) else "checkpointed"
 
 
 def _mode_field(system, contact, friction, uk_solver) -> HybridField:

@@ -13,7 +13,7 @@ import numpy as np
 from jax.core import Tracer
 from jaxtyping import ArrayLike, Float
 
-from ._adjoint import default_adjoint, forward_mode, replay_solve, replays, reverse_only
+from ._adjoint import default_adjoint, refusal, replay_solve, replays
 from ._contact import AbstractContact, Impact, check_contact
 from ._dynamics import evaluate
 from ._errors import code_error_if
@@ -352,8 +352,9 @@ def simulate(
       time: the same gradient as diffrax's checkpointed loop at about three quarters of
       its cost) when the stored states fit in 16 MiB per trajectory (`max_steps` x state
       size), else `diffrax.RecursiveCheckpointAdjoint()`; under forward-mode autodiff
-      (`jax.jvp`, `jax.jacfwd`, which suit few parameters) `diffrax.ForwardMode()`. Any
-      diffrax adjoint may be given (a reverse-only one under forward mode: ValueError).
+      (`jax.jvp`, `jax.jacfwd`, which suit few parameters) `diffrax.ForwardMode()`, and
+      under both modes (`jax.hessian`) `diffrax.DirectAdjoint()`. Any diffrax adjoint may
+      be given (one that cannot differentiate in the modes asked: ValueError).
     - `max_steps`: bound on the number of steps (default 100 000).
     - `stabilization`: a strategy. Default (`None`): for a smooth run,
       `ukjax.Projection(iterations=1, saves=False)` (one mass-metric Newton step on $q$
@@ -471,17 +472,14 @@ def simulate(
 
 def _adjoint(adjoint, max_steps, inputs) -> diffrax.AbstractAdjoint:
     """The run's adjoint: the given one, else :func:`ukjax._adjoint.default_adjoint`
-    (`diffrax.ForwardMode()` under `jax.jvp`/`jax.jacfwd`). A reverse-only adjoint under
-    forward mode is refused here, not by JAX's message about custom VJPs."""
+    (`diffrax.ForwardMode()` under `jax.jvp`/`jax.jacfwd`, `diffrax.DirectAdjoint()`
+    under `jax.hessian`). An adjoint that cannot differentiate in the modes the inputs
+    are traced by is refused here, not by JAX's message about custom VJPs."""
     if adjoint is None:
         return default_adjoint(max_steps, inputs[1:3], traced=inputs)
-    if reverse_only(adjoint) and forward_mode(inputs):
-        raise ValueError(
-            f"simulate is differentiated in forward mode (jax.jvp, jax.jacfwd) but "
-            f"adjoint={type(adjoint).__name__}() computes reverse-mode gradients only: pass "
-            "adjoint=diffrax.ForwardMode() (or leave adjoint unset: it is then chosen), or "
-            "take the derivative with jax.grad / jax.jacrev."
-        )
+    why = refusal(adjoint, inputs)
+    if why is not None:
+        raise ValueError(why)
     return adjoint
 
 
