@@ -449,7 +449,7 @@ def simulate(
         solver=diffrax.Dopri8() if solver is None else solver,
         stepsize_controller=controller,
         dt0=dt0,
-        adjoint=_adjoint(adjoint, max_steps, (system, q0, qd0, ts)),
+        adjoint=_adjoint(adjoint, max_steps, (q0, qd0), (system, q0, qd0, ts)),
         max_steps=max_steps,
     )
     hybrid = _hybrid_integration(field, q0, ts, contact, impulses, max_events, friction, settings)
@@ -470,13 +470,13 @@ def simulate(
     return _integrate(integration, q0, qd0, ts)
 
 
-def _adjoint(adjoint, max_steps, inputs) -> diffrax.AbstractAdjoint:
+def _adjoint(adjoint, max_steps, y0, inputs) -> diffrax.AbstractAdjoint:
     """The run's adjoint: the given one, else :func:`ukjax._adjoint.default_adjoint`
     (`diffrax.ForwardMode()` under `jax.jvp`/`jax.jacfwd`, `diffrax.DirectAdjoint()`
     under `jax.hessian`). An adjoint that cannot differentiate in the modes the inputs
     are traced by is refused here, not by JAX's message about custom VJPs."""
     if adjoint is None:
-        return default_adjoint(max_steps, inputs[1:3], traced=inputs)
+        return default_adjoint(max_steps, y0, traced=inputs)
     why = refusal(adjoint, inputs)
     if why is not None:
         raise ValueError(why)
