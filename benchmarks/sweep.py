@@ -18,16 +18,23 @@ integrates a subset of the batch (the same trajectories, evenly spaced); its tim
 trajectory is extrapolated to the whole batch, and every peer trajectory is compared with
 ukjax's.
 
-- `sweep`: wall time of `ukjax.sweep` (chunks of 1024, in memory, `throw=False`). The first
-  chunk includes compilation; compile time = first chunk - mean of the others.
+- `sweep`: wall time of `ukjax.sweep` (chunks of 1024, in memory, `throw=False`). In the
+  first round the first chunk includes compilation; compile time = first chunk - mean of
+  the others.
 - `vmap`: `jax.jit(jax.vmap(simulate))` over the whole batch at once (`throw=True`, as a
   user writes it); compile = `lower(...).compile()`, run = the compiled call.
 - `vmap+opts`: the same with `jax.jit(..., compiler_options=ukjax.compiler_options())`,
   the XLA options `simulate` and `sweep` compile their own programs with (on this jaxlib:
   no YNNPACK library fusions, see `ukjax._xla`).
 
+Every run time (and the peer's time per trajectory) is the best of `--rounds` rounds (3):
+each round runs sweep, vmap, vmap+opts and the peer once, in turn, so that all four see
+the box in the same state (its speed drifts by up to 2x over minutes: the peer's time per
+trajectory has ranged over 3.3x between runs on the same box). The spread of each column
+over the rounds is printed and kept in the JSON.
+
     python benchmarks/sweep.py [--batch 4096] [--peer 32] [--tolerances 1e-8,1e-12]
-                               [--quick] [--json FILE]
+                               [--rounds 3] [--quick] [--json FILE]
 """
 
 from __future__ import annotations
@@ -122,7 +129,10 @@ def cases(B: int):
     )
 
 
-def run_sweep(system, q0, qd0, ts, tol, solver, chunk):
+def run_sweep(system, q0, qd0, ts, tol, solver, chunk, first: bool):
+    """(q, run s, compile s, mean steps) of one `ukjax.sweep`. On the `first` call the
+    compile time is the first chunk's minus the mean of the others and the run time the
+    rest; on later calls (compiled already) the run time is the whole call's."""
     stamps = []
     t_start = time.perf_counter()
     res = ukjax.sweep(
@@ -140,21 +150,26 @@ def run_sweep(system, q0, qd0, ts, tol, solver, chunk):
     total = time.perf_counter() - t_start
     chunk_times = np.diff([t_start] + stamps)
     steady = chunk_times[1:].mean() if len(chunk_times) > 1 else np.nan
-    compile_s = chunk_times[0] - steady if len(chunk_times) > 1 else np.nan
+    compile_s = chunk_times[0] - steady if len(chunk_times) > 1 and first else 0.0
     assert res.ok.all(), f"{int((~res.ok).sum())} trajectories failed"
-    return res.q, total - compile_s, compile_s, float(np.mean(res.num_steps))
+    return res.q, total - compile_s, compile_s if first else np.nan, float(np.mean(res.num_steps))
 
 
-def run_vmap(system, q0, qd0, ts, tol, solver, options=None):
+def compile_vmap(system, q0, qd0, ts, tol, solver, options=None):
+    """(compiled `jit(vmap(simulate))` over the batch, its inputs, compile s)."""
     ts = jnp.asarray(ts)
     sim = lambda a, b: ukjax.simulate(system, a, b, ts, solver=solver(), rtol=tol, atol=tol).q
     args = (jnp.asarray(q0), jnp.asarray(qd0))
     t0 = time.perf_counter()
     compiled = jax.jit(jax.vmap(sim), compiler_options=options).lower(*args).compile()
-    compile_s = time.perf_counter() - t0
+    return compiled, args, time.perf_counter() - t0
+
+
+def timed(fn, *args):
+    """(output, wall seconds) of one call, outputs waited for."""
     t0 = time.perf_counter()
-    q = jax.block_until_ready(compiled(*args))
-    return np.asarray(q), time.perf_counter() - t0, compile_s
+    out = jax.block_until_ready(fn(*args))
+    return out, time.perf_counter() - t0
 
 
 def run_peer(rhs, q0, qd0, ts, tol, method, idx, q_ukjax):
@@ -174,6 +189,13 @@ def main():
     ap.add_argument("--systems", default="rod,duffing", help="comma list: rod, duffing")
     ap.add_argument("--tolerances", default="1e-8,1e-12", help="comma list: 1e-8, 1e-12")
     ap.add_argument("--peer", type=int, default=32, help="trajectories the peer integrates")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="measurement rounds: each times sweep, both vmaps and the peer once, in turn; "
+        "every column reports its best round",
+    )
     ap.add_argument("--quick", action="store_true", help="batch 256, 4 peer trajectories")
     ap.add_argument("--json", default=out_path("sweep.json"))
     args = ap.parse_args()
@@ -192,12 +214,27 @@ def main():
             continue
         for tol in tols:
             solver, method = SETTINGS[tol]
-            q_s, run_s, compile_s, steps = run_sweep(system, q0, qd0, ts, tol, solver, args.chunk)
-            q_v, run_v, compile_v = run_vmap(system, q0, qd0, ts, tol, solver)
             opts = ukjax.compiler_options()
-            _, run_o, _ = run_vmap(system, q0, qd0, ts, tol, solver, opts)
+            vmap_c, vargs, compile_v = compile_vmap(system, q0, qd0, ts, tol, solver)
+            opts_c, _, _ = compile_vmap(system, q0, qd0, ts, tol, solver, opts)
             idx = np.linspace(0, args.batch - 1, args.peer).astype(int)
-            peer, dev = run_peer(rhs, q0, qd0, ts, tol, method, idx, q_s)
+            # Rounds interleave the four measurements, so that each sees the box in the
+            # same state (its speed drifts by up to 2x over minutes); best round per column.
+            times = {"sweep": [], "vmap": [], "opts": [], "peer": []}
+            compile_s = float("nan")
+            for r in range(args.rounds):
+                q_s, run, c, steps = run_sweep(
+                    system, q0, qd0, ts, tol, solver, args.chunk, first=r == 0
+                )
+                compile_s = c if r == 0 else compile_s
+                times["sweep"].append(run)
+                q_v, run = timed(vmap_c, *vargs)
+                times["vmap"].append(run)
+                times["opts"].append(timed(opts_c, *vargs)[1])
+                peer, dev = run_peer(rhs, q0, qd0, ts, tol, method, idx, q_s)
+                times["peer"].append(peer)
+            run_s, run_v, run_o, peer = (min(times[k]) for k in ("sweep", "vmap", "opts", "peer"))
+            q_v = np.asarray(q_v)
             peer_total = peer * args.batch
             row = {
                 "system": name,
@@ -220,10 +257,15 @@ def main():
                 "ratio_vmap_options": peer_total / run_o,
                 "sweep_over_vmap_time": run_s / run_v,
                 "max_abs_dev_q": dev,
+                "rounds": args.rounds,
+                "all_rounds_s": times,
                 "max_abs_sweep_minus_vmap": float(np.abs(q_s - q_v).max()),
             }
             rows.append(row)
-            print(f"\n{name}, rtol = atol = {tol:g} ({solver.__name__} vs {method})")
+            print(
+                f"\n{name}, rtol = atol = {tol:g} ({solver.__name__} vs {method}), best of "
+                f"{args.rounds} rounds"
+            )
             print(
                 f"  ukjax.sweep  run {run_s:7.2f} s  compile {compile_s:5.2f} s  "
                 f"({steps:.0f} steps/trajectory)  {row['ratio_sweep']:,.0f}x the peer"
@@ -239,6 +281,11 @@ def main():
             print(
                 f"  scipy+pinv   {peer * 1e3:7.1f} ms/trajectory over {len(idx)} -> "
                 f"{peer_total:,.1f} s for {args.batch};  max |q - q_peer| = {dev:.1e}"
+            )
+            spread = lambda k: max(times[k]) / min(times[k])
+            print(
+                "  max/min over rounds: sweep {:.2f}, vmap {:.2f}, vmap+opts {:.2f}, peer "
+                "{:.2f}".format(*(spread(k) for k in ("sweep", "vmap", "opts", "peer")))
             )
     print(
         "\n| system | rtol | ukjax / scipy | sweep run s | vmap run s | vmap+opts run s | "
