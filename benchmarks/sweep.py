@@ -199,6 +199,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="batch 256, 4 peer trajectories")
     ap.add_argument("--json", default=out_path("sweep.json"))
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error(f"--rounds must be at least 1; got {args.rounds}")
     if args.quick:
         args.batch, args.chunk, args.peer = 256, 128, 4
     info = machine_info()
