@@ -132,7 +132,8 @@ def cases(B: int):
 def run_sweep(system, q0, qd0, ts, tol, solver, chunk, first: bool):
     """(q, run s, compile s, mean steps) of one `ukjax.sweep`. On the `first` call the
     compile time is the first chunk's minus the mean of the others and the run time the
-    rest; on later calls (compiled already) the run time is the whole call's."""
+    rest (both nan for a single chunk, where they cannot be told apart); on later calls
+    (compiled already) the run time is the whole call's and the compile time nan."""
     stamps = []
     t_start = time.perf_counter()
     res = ukjax.sweep(
@@ -148,11 +149,15 @@ def run_sweep(system, q0, qd0, ts, tol, solver, chunk, first: bool):
         on_chunk=lambda i, n: stamps.append(time.perf_counter()),
     )
     total = time.perf_counter() - t_start
-    chunk_times = np.diff([t_start] + stamps)
-    steady = chunk_times[1:].mean() if len(chunk_times) > 1 else np.nan
-    compile_s = chunk_times[0] - steady if len(chunk_times) > 1 and first else 0.0
     assert res.ok.all(), f"{int((~res.ok).sum())} trajectories failed"
-    return res.q, total - compile_s, compile_s if first else np.nan, float(np.mean(res.num_steps))
+    steps = float(np.mean(res.num_steps))
+    if not first:
+        return res.q, total, np.nan, steps
+    chunk_times = np.diff([t_start] + stamps)
+    if len(chunk_times) < 2:
+        return res.q, np.nan, np.nan, steps
+    compile_s = chunk_times[0] - chunk_times[1:].mean()
+    return res.q, total - compile_s, compile_s, steps
 
 
 def compile_vmap(system, q0, qd0, ts, tol, solver, options=None):
@@ -228,14 +233,18 @@ def main():
                 q_s, run, c, steps = run_sweep(
                     system, q0, qd0, ts, tol, solver, args.chunk, first=r == 0
                 )
-                compile_s = c if r == 0 else compile_s
+                if r == 0:
+                    compile_s = c
                 times["sweep"].append(run)
                 q_v, run = timed(vmap_c, *vargs)
                 times["vmap"].append(run)
                 times["opts"].append(timed(opts_c, *vargs)[1])
                 peer, dev = run_peer(rhs, q0, qd0, ts, tol, method, idx, q_s)
                 times["peer"].append(peer)
-            run_s, run_v, run_o, peer = (min(times[k]) for k in ("sweep", "vmap", "opts", "peer"))
+            # (a single-chunk sweep's first round has no run time of its own: nan)
+            finite = lambda k: [x for x in times[k] if np.isfinite(x)] or [np.nan]
+            best = lambda k: min(finite(k))
+            run_s, run_v, run_o, peer = (best(k) for k in ("sweep", "vmap", "opts", "peer"))
             q_v = np.asarray(q_v)
             peer_total = peer * args.batch
             row = {
@@ -284,7 +293,7 @@ def main():
                 f"  scipy+pinv   {peer * 1e3:7.1f} ms/trajectory over {len(idx)} -> "
                 f"{peer_total:,.1f} s for {args.batch};  max |q - q_peer| = {dev:.1e}"
             )
-            spread = lambda k: max(times[k]) / min(times[k])
+            spread = lambda k: max(finite(k)) / best(k)
             print(
                 "  max/min over rounds: sweep {:.2f}, vmap {:.2f}, vmap+opts {:.2f}, peer "
                 "{:.2f}".format(*(spread(k) for k in ("sweep", "vmap", "opts", "peer")))
