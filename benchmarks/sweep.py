@@ -26,6 +26,11 @@ ukjax's.
 - `vmap+opts`: the same with `jax.jit(..., compiler_options=ukjax.compiler_options())`,
   the XLA options `simulate` and `sweep` compile their own programs with (on this jaxlib:
   no YNNPACK library fusions, see `ukjax._xla`).
+- `vmap Unrolled`: plain `jax.jit(jax.vmap(simulate))` with `solver=ukjax.Unrolled(...)`
+  (the same method with its stages written out). `sweep` does this itself for methods of
+  at most 7 stages (Dopri5 here); for Dopri8 (14 stages, the 1e-12 rows) it keeps
+  diffrax's stage loop unless given `ukjax.Unrolled(diffrax.Dopri8())`, which the
+  `sweep Unrolled` column times (for Dopri5 rows it is the `sweep` column itself).
 
 Every run time (and the peer's time per trajectory) is the best of `--rounds` rounds (3):
 each round runs sweep, vmap, vmap+opts and the peer once, in turn, so that all four see
@@ -53,6 +58,7 @@ from scipy.integrate import solve_ivp
 
 import ukjax
 from _common import machine_info, out_path, seed_workflow_uk, write_json
+from ukjax._unrolled import batched_solver
 from ukjax.systems import DoubleRodPendulum, DuffingOscillator
 
 
@@ -136,7 +142,7 @@ def run_sweep(system, q0, qd0, ts, tol, solver, chunk, first: bool):
     (compiled already) the run time is the whole call's and the compile time nan."""
     stamps = []
     t_start = time.perf_counter()
-    res = ukjax.sweep(
+    res = ukjax.sweep(  # solver: a factory (a class, or a lambda building an Unrolled)
         system,
         jnp.asarray(q0),
         jnp.asarray(qd0),
@@ -202,6 +208,7 @@ def main():
         "every column reports its best round",
     )
     ap.add_argument("--quick", action="store_true", help="batch 256, 4 peer trajectories")
+    ap.add_argument("--no-unrolled", action="store_true", help="skip the ukjax.Unrolled columns")
     ap.add_argument("--json", default=out_path("sweep.json"))
     args = ap.parse_args()
     if args.rounds < 1:
@@ -224,11 +231,18 @@ def main():
             opts = ukjax.compiler_options()
             vmap_c, vargs, compile_v = compile_vmap(system, q0, qd0, ts, tol, solver)
             opts_c, _, _ = compile_vmap(system, q0, qd0, ts, tol, solver, opts)
+            unrolled = lambda: ukjax.Unrolled(solver())
+            # sweep already writes out the stages of this solver: no column of its own
+            sweep_unrolls = isinstance(batched_solver(solver()), ukjax.Unrolled)
+            if args.no_unrolled:
+                unr_c, compile_u = None, np.nan
+            else:
+                unr_c, _, compile_u = compile_vmap(system, q0, qd0, ts, tol, unrolled)
             idx = np.linspace(0, args.batch - 1, args.peer).astype(int)
             # Rounds interleave the four measurements, so that each sees the box in the
             # same state (its speed drifts by up to 2x over minutes); best round per column.
-            times = {"sweep": [], "vmap": [], "opts": [], "peer": []}
-            compile_s = float("nan")
+            times = {k: [] for k in ("sweep", "sweep_unr", "vmap", "opts", "unr", "peer")}
+            compile_s = compile_su = float("nan")
             for r in range(args.rounds):
                 q_s, run, c, steps = run_sweep(
                     system, q0, qd0, ts, tol, solver, args.chunk, first=r == 0
@@ -236,15 +250,27 @@ def main():
                 if r == 0:
                     compile_s = c
                 times["sweep"].append(run)
+                if unr_c is not None and not sweep_unrolls:
+                    _, run, c, _ = run_sweep(
+                        system, q0, qd0, ts, tol, unrolled, args.chunk, first=r == 0
+                    )
+                    compile_su = c if r == 0 else compile_su
+                    times["sweep_unr"].append(run)
                 q_v, run = timed(vmap_c, *vargs)
                 times["vmap"].append(run)
                 times["opts"].append(timed(opts_c, *vargs)[1])
+                if unr_c is not None:
+                    q_u, run = timed(unr_c, *vargs)
+                    times["unr"].append(run)
                 peer, dev = run_peer(rhs, q0, qd0, ts, tol, method, idx, q_s)
                 times["peer"].append(peer)
             # (a single-chunk sweep's first round has no run time of its own: nan)
             finite = lambda k: [x for x in times[k] if np.isfinite(x)] or [np.nan]
             best = lambda k: min(finite(k))
             run_s, run_v, run_o, peer = (best(k) for k in ("sweep", "vmap", "opts", "peer"))
+            run_u, run_su = best("unr"), best("sweep_unr")
+            if sweep_unrolls:  # the sweep column is the written-out sweep
+                run_su, compile_su = run_s, compile_s
             q_v = np.asarray(q_v)
             peer_total = peer * args.batch
             row = {
@@ -259,6 +285,11 @@ def main():
                 "vmap_run_s": run_v,
                 "vmap_compile_s": compile_v,
                 "vmap_options_run_s": run_o,
+                "vmap_unrolled_run_s": run_u,
+                "vmap_unrolled_compile_s": compile_u,
+                "sweep_writes_out_stages": sweep_unrolls,
+                "sweep_unrolled_run_s": run_su,
+                "sweep_unrolled_compile_s": compile_su,
                 "compiler_options": opts,
                 "peer_trajectories": len(idx),
                 "peer_s_per_traj": peer,
@@ -266,11 +297,16 @@ def main():
                 "ratio_sweep": peer_total / run_s,
                 "ratio_vmap": peer_total / run_v,
                 "ratio_vmap_options": peer_total / run_o,
+                "ratio_vmap_unrolled": peer_total / run_u,
+                "ratio_sweep_unrolled": peer_total / run_su,
                 "sweep_over_vmap_time": run_s / run_v,
                 "max_abs_dev_q": dev,
                 "rounds": args.rounds,
                 "all_rounds_s": times,
                 "max_abs_sweep_minus_vmap": float(np.abs(q_s - q_v).max()),
+                "max_abs_unrolled_minus_vmap": (
+                    float(np.abs(np.asarray(q_u) - q_v).max()) if unr_c is not None else None
+                ),
             }
             rows.append(row)
             print(
@@ -289,6 +325,16 @@ def main():
                 f"  jit(vmap, compiler_options=ukjax.compiler_options())  run {run_o:7.2f} s  "
                 f"{row['ratio_vmap_options']:,.0f}x the peer"
             )
+            if unr_c is not None:
+                print(
+                    f"  jit(vmap) Unrolled  run {run_u:7.2f} s  compile {compile_u:5.2f} s  "
+                    f"{row['ratio_vmap_unrolled']:,.0f}x the peer"
+                )
+                label = "= ukjax.sweep" if sweep_unrolls else f"compile {compile_su:5.2f} s"
+                print(
+                    f"  ukjax.sweep Unrolled  run {run_su:7.2f} s  {label}  "
+                    f"{row['ratio_sweep_unrolled']:,.0f}x the peer"
+                )
             print(
                 f"  scipy+pinv   {peer * 1e3:7.1f} ms/trajectory over {len(idx)} -> "
                 f"{peer_total:,.1f} s for {args.batch};  max |q - q_peer| = {dev:.1e}"
@@ -298,18 +344,23 @@ def main():
                 "  max/min over rounds: sweep {:.2f}, vmap {:.2f}, vmap+opts {:.2f}, peer "
                 "{:.2f}".format(*(spread(k) for k in ("sweep", "vmap", "opts", "peer")))
             )
+            if unr_c is not None:
+                print(f"  max/min over rounds: vmap Unrolled {spread('unr'):.2f}")
     print(
         "\n| system | rtol | ukjax / scipy | sweep run s | vmap run s | vmap+opts run s | "
-        "peer s | sweep × | vmap × | vmap+opts × |"
+        "vmap Unrolled run s | sweep Unrolled run s | peer s | sweep × | vmap × | "
+        "vmap+opts × | vmap Unrolled × | sweep Unrolled × |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['system']} | {r['tol']:g} | {r['ukjax_solver']} / {r['peer_method']} | "
             f"{r['sweep_run_s']:.2f} | {r['vmap_run_s']:.2f} | {r['vmap_options_run_s']:.2f} | "
+            f"{r['vmap_unrolled_run_s']:.2f} | {r['sweep_unrolled_run_s']:.2f} | "
             f"{r['peer_total_s_extrapolated']:,.0f} | "
             f"{r['ratio_sweep']:,.0f}× | {r['ratio_vmap']:,.0f}× | "
-            f"{r['ratio_vmap_options']:,.0f}× |"
+            f"{r['ratio_vmap_options']:,.0f}× | {r['ratio_vmap_unrolled']:,.0f}× | "
+            f"{r['ratio_sweep_unrolled']:,.0f}× |"
         )
     write_json(args.json, {"machine": info, "rows": rows})
 

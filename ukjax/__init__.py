@@ -30,7 +30,9 @@ The public API:
 - :func:`sweep`, :func:`load_sweep`: chunked, sharded, resumable batched sweeps.
 - :func:`fit`, :class:`TrajectoryData`, :func:`trajectory_loss`, :func:`predict`:
   identification and control with optax.
-- :class:`KuttaMerson`, :class:`RK4`: fixed-step Runge-Kutta methods as diffrax solvers.
+- :class:`KuttaMerson`, :class:`RK4`: fixed-step Runge-Kutta methods as diffrax solvers;
+  :class:`Unrolled`: an explicit Runge-Kutta solver with its stages written out (faster
+  under `jax.vmap`).
 - :mod:`ukjax.systems`: ready-made systems from the literature.
 - :func:`compiler_options`: the XLA options ukjax compiles its batched programs with (pass
   them to your own `jax.jit` around a large `jax.vmap(simulate)` on a CPU).
@@ -196,6 +198,7 @@ from ._uk_solvers import (
 from ._uk_solvers import (
     Regularized as Regularized,
 )
+from ._unrolled import Unrolled as Unrolled
 from ._xla import compiler_options as compiler_options
 
 

@@ -1,0 +1,248 @@
+"""ukjax.Unrolled: explicit Runge-Kutta steps with the stages written out (issue 17).
+
+The reference for one step is the wrapped diffrax solver's own step (the same method:
+equal to rounding, its dense output and first-same-as-last state included); for whole runs
+the minimal-coordinate pendulum integrated by scipy DOP853, the bouncing ball's closed form
+and diffrax's stage loop (same step sequence); gradients against central differences.
+"""
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+import ukjax
+from references import bouncing_ball_impacts
+from ukjax._unrolled import SWEEP_STAGES, batched_solver
+from ukjax.systems import BouncingBall, CartesianPendulum, DoubleRodPendulum
+
+
+ERKS = [
+    diffrax.Dopri5,
+    diffrax.Dopri8,
+    diffrax.Tsit5,
+    diffrax.Bosh3,
+    diffrax.Heun,
+    diffrax.Ralston,
+    diffrax.Midpoint,
+    ukjax.RK4,
+    ukjax.KuttaMerson,
+]
+
+
+def _oscillator(t, y, args):
+    """A damped, forced nonlinear oscillator with a pytree state (x, v)."""
+    x, v = y
+    return v, -args * v - jnp.sin(x) ** 3 - x + jnp.cos(3.0 * t)
+
+
+def _one_step(solver, dtype, made_jump, state=None):
+    term = diffrax.ODETerm(_oscillator)
+    y0 = (jnp.array([0.3, -1.2], dtype), jnp.array([0.7, 0.1], dtype))
+    t0, t1, args = jnp.asarray(0.2, dtype), jnp.asarray(0.35, dtype), jnp.asarray(0.4, dtype)
+    if state is None:
+        state = solver.init(term, t0, t1, y0, args)
+    return solver.step(term, t0, t1, y0, args, state, made_jump)
+
+
+def _assert_trees_close(a, b, rtol, atol):
+    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=atol)
+
+
+FAST = (diffrax.Dopri5, diffrax.Dopri8, diffrax.Heun)  # FSAL and SSAL; 14 stages; neither
+
+
+def _cases():
+    for dtype in (jnp.float64, jnp.float32):
+        for cls in ERKS:
+            fast = cls in FAST and (dtype == jnp.float64 or cls is diffrax.Dopri5)
+            marks = () if fast else (pytest.mark.slow,)
+            yield pytest.param(cls, dtype, marks=marks, id=f"{cls.__name__}-{dtype.__name__}")
+
+
+@pytest.mark.parametrize("cls,dtype", list(_cases()))
+def test_step_equals_the_wrapped_solvers_step(cls, dtype):
+    tol = 1e-14 if dtype == jnp.float64 else 2e-6
+    for made_jump in (True, False):
+        ref = _one_step(cls(), dtype, made_jump)
+        out = _one_step(ukjax.Unrolled(cls()), dtype, made_jump)
+        y1, err, dense, state, result = out
+        assert result == diffrax.RESULTS.successful
+        _assert_trees_close(y1, ref[0], tol, tol)
+        _assert_trees_close(err, ref[1], tol, tol)
+        _assert_trees_close(dense, ref[2], tol, tol)
+        _assert_trees_close(state, ref[3], tol, tol)
+        assert jax.tree_util.tree_structure(state) == jax.tree_util.tree_structure(ref[3])
+        assert all(x.dtype == dtype for x in jax.tree_util.tree_leaves((y1, err, dense)))
+
+
+def test_first_same_as_last_state_is_used_and_refreshed():
+    """A carried f(t0, y0) is used as the first stage (a wrong one changes the step the
+    way it changes diffrax's), and replaced by a fresh evaluation after a jump."""
+    solver = diffrax.Dopri5()
+    first, f0 = _one_step(solver, jnp.float64, True)[3]
+    assert not bool(first)
+    stale = (False, jax.tree_util.tree_map(lambda x: x + 1.0, f0))
+    for made_jump in (False, True):
+        ref = _one_step(solver, jnp.float64, made_jump, stale)
+        out = _one_step(ukjax.Unrolled(solver), jnp.float64, made_jump, stale)
+        _assert_trees_close(out[0], ref[0], 1e-14, 1e-14)
+    fresh = _one_step(solver, jnp.float64, True)[0]
+    moved = _one_step(ukjax.Unrolled(solver), jnp.float64, False, stale)[0]
+    assert not np.allclose(np.asarray(moved[0]), np.asarray(fresh[0]), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "solver",
+    [
+        diffrax.Kvaerno5(),
+        diffrax.Euler(),
+        diffrax.ImplicitEuler(),
+        ukjax.Unrolled(diffrax.Dopri5()),
+    ],
+    ids=["Kvaerno5", "Euler", "ImplicitEuler", "Unrolled"],
+)
+def test_refuses_what_it_cannot_write_out(solver):
+    with pytest.raises(ValueError, match="explicit Runge-Kutta method"):
+        ukjax.Unrolled(solver)
+
+
+def test_batched_solver_rule():
+    assert isinstance(batched_solver(diffrax.Dopri5()), ukjax.Unrolled)
+    assert isinstance(batched_solver(ukjax.RK4()), ukjax.Unrolled)
+    assert isinstance(batched_solver(diffrax.Dopri8()), diffrax.Dopri8)  # 14 stages
+    assert diffrax.Dopri8.tableau.num_stages > SWEEP_STAGES >= diffrax.Tsit5.tableau.num_stages
+    assert isinstance(batched_solver(diffrax.Kvaerno5()), diffrax.Kvaerno5)
+    assert batched_solver(None) is None
+    given = ukjax.Unrolled(diffrax.Dopri8())
+    assert batched_solver(given) is given
+
+
+def _pendulum_reference(theta0, omega0, ts, g=9.81, length=1.0):
+    sol = solve_ivp(
+        lambda t, s: [s[1], -g / length * np.sin(s[0])],
+        (ts[0], ts[-1]),
+        [theta0, omega0],
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-12,
+        t_eval=ts,
+    )
+    th = sol.y[0]
+    return np.stack([length * np.sin(th), -length * np.cos(th)], axis=1)
+
+
+@pytest.mark.parametrize(
+    "cls", [diffrax.Dopri5, pytest.param(diffrax.Heun, marks=pytest.mark.slow)], ids=str
+)
+def test_vmapped_pendulum_matches_minimal_coordinates(cls):
+    """A batch of Cartesian pendulums (UK, one holonomic constraint) against the angle
+    ODE integrated by scipy DOP853; the steps are those of the stage loop."""
+    ts = np.linspace(0.0, 2.0, 21)
+    th = np.array([0.3, 1.2, 2.5])
+    q0 = jnp.stack([jnp.sin(th), -jnp.cos(th)], axis=1)
+    qd0 = jnp.zeros((3, 2))
+    tol = 1e-10 if cls is diffrax.Dopri5 else 1e-7
+
+    def run(solver):
+        sim = lambda a, b: ukjax.simulate(
+            CartesianPendulum(), a, b, jnp.asarray(ts), solver=solver, rtol=tol, atol=tol
+        )
+        return jax.jit(jax.vmap(sim))(q0, qd0)
+
+    out, ref = run(ukjax.Unrolled(cls())), run(cls())
+    assert bool(jnp.all(out.result == ukjax.RESULTS.successful))
+    np.testing.assert_array_equal(out.stats["num_steps"], ref.stats["num_steps"])
+    np.testing.assert_allclose(out.q, ref.q, rtol=0, atol=1e-12)
+    for i, t in enumerate(th):
+        np.testing.assert_allclose(out.q[i], _pendulum_reference(t, 0.0, ts), atol=200 * tol)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cls", ERKS, ids=lambda c: c.__name__)
+def test_constrained_run_equals_the_stage_loop(cls):
+    """The double rod pendulum (two holonomic constraints, projection, checks). At fixed
+    steps the two runs differ by rounding only; adaptive, they take the same number of
+    accepted steps, whose sizes differ by rounding, so the solutions differ by up to the
+    local error the controller allows (rtol = atol = 1e-9), not by rounding."""
+    q0, qd0 = jnp.array([1.0, 0.0, 0.0]), jnp.array([0.0, 2.0, 0.0])
+    ts = jnp.linspace(0.0, 1.0, 11)
+
+    def run(solver, **kw):
+        return ukjax.simulate(DoubleRodPendulum(), q0, qd0, ts, solver=solver, **kw)
+
+    fixed = dict(stepsize_controller=diffrax.ConstantStepSize(), dt0=1e-2)
+    out, ref = run(ukjax.Unrolled(cls()), **fixed), run(cls(), **fixed)
+    assert out.result == ukjax.RESULTS.successful
+    np.testing.assert_allclose(out.q, ref.q, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(out.qd, ref.qd, rtol=0, atol=1e-12)
+    if cls is ukjax.RK4:  # no usable error estimate
+        return
+    out, ref = run(ukjax.Unrolled(cls()), rtol=1e-9, atol=1e-9), run(cls(), rtol=1e-9, atol=1e-9)
+    assert out.result == ukjax.RESULTS.successful
+    assert int(out.stats["num_steps"]) == int(ref.stats["num_steps"])
+    np.testing.assert_allclose(out.q, ref.q, rtol=0, atol=1e-9)
+
+
+@pytest.mark.slow
+def test_bouncing_ball_impacts_with_written_out_stages():
+    """Hybrid segments run the wrapper too: impact times and speeds of the closed form."""
+    h0, e, g = 1.0, 0.8, 9.81
+    sol = ukjax.simulate(
+        BouncingBall(),
+        jnp.array([h0]),
+        jnp.zeros(1),
+        jnp.linspace(0.0, 3.0, 31),
+        solver=ukjax.Unrolled(diffrax.Dopri5()),
+        rtol=1e-12,
+        atol=1e-12,
+        contact=ukjax.Impact(restitution=e),
+        throw=False,
+    )
+    times, speeds, _ = bouncing_ball_impacts(h0, e, g, 5)
+    np.testing.assert_allclose(sol.events.time[:5], times, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(-sol.events.speed_before[:5], speeds, rtol=1e-9)
+
+
+@pytest.mark.slow
+def test_sweep_writes_out_dopri5_and_matches_plain_runs():
+    th = jnp.linspace(0.2, 2.8, 6)
+    q0 = jnp.stack([jnp.sin(th), -jnp.cos(th)], axis=1)
+    qd0 = jnp.zeros((6, 2))
+    ts = jnp.linspace(0.0, 1.0, 6)
+    kw = dict(solver=diffrax.Dopri5(), rtol=1e-10, atol=1e-10)
+    res = ukjax.sweep(CartesianPendulum(), q0, qd0, ts, chunk_size=3, progress=False, **kw)
+    assert res.ok.all()
+    for i in (0, 5):
+        sol = ukjax.simulate(CartesianPendulum(), q0[i], qd0[i], ts, **kw)
+        np.testing.assert_allclose(res.q[i], sol.q, rtol=0, atol=1e-11)
+
+
+@pytest.mark.slow
+def test_gradient_through_written_out_stages_matches_finite_differences():
+    """Reverse mode (the default ReplayAdjoint replays the wrapper's steps) against
+    central differences and against the stage loop's gradient."""
+    ts = jnp.linspace(0.0, 1.0, 6)
+
+    def loss(length, solver):
+        q0 = jnp.array([length * jnp.sin(1.0), -length * jnp.cos(1.0)])
+        sol = ukjax.simulate(
+            CartesianPendulum(length=length),
+            q0,
+            jnp.zeros(2),
+            ts,
+            solver=solver,
+            rtol=1e-11,
+            atol=1e-11,
+        )
+        return jnp.sum(sol.q[:, 1] ** 2)
+
+    L, h = 1.3, 1e-5
+    g = jax.grad(loss)(L, ukjax.Unrolled(diffrax.Dopri5()))
+    g_loop = jax.grad(loss)(L, diffrax.Dopri5())
+    fd = (loss(L + h, diffrax.Dopri5()) - loss(L - h, diffrax.Dopri5())) / (2 * h)
+    np.testing.assert_allclose(g, g_loop, rtol=1e-9)
+    np.testing.assert_allclose(g, fd, rtol=1e-6)

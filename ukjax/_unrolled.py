@@ -1,0 +1,158 @@
+r"""Explicit Runge-Kutta steps with their stages written out: :class:`Unrolled`, for batched
+runs.
+
+diffrax takes the $s$ stages of a Runge-Kutta step in a loop (one trace of the vector
+field, a buffer of the stage values $k_j$, and the combinations $y_0 + \sum_j a_{ij}k_j$ as
+products with a row of the full tableau). :class:`Unrolled` takes the same step with the
+loop written out: stage $i$ is evaluated at
+
+$$Y_i = y_0 + \sum_{j<i,\ a_{ij}\neq 0} a_{ij}\,k_j,\qquad k_j = h\,f(t_0 + c_j h, Y_j),$$
+
+with the tableau's non-zero coefficients as constants, $y_1 = y_0 + \sum_j b_j k_j$ (the
+last stage's $Y_s$ when the method is "same stage as last"), the embedded error
+$\sum_j (b_j - \hat b_j) k_j$, and the same dense output $(y_0, y_1, k)$, so diffrax's
+interpolation, step-size control and saving are unchanged: the same method, the same steps
+up to rounding. A first-same-as-last method carries $f(t_1, y_1)$ to the next step and
+evaluates the first stage only on the first step and after a jump, as diffrax does.
+
+When it pays (measured on the 2-core CPU box, `benchmarks/RESULTS.md`, sweep section):
+under `jax.vmap`. A batch of 1024 double-rod or Duffing trajectories ran 1.4-1.9x faster
+than with diffrax's loop, 4096 of them 1.5-1.8x. The price is compilation: the program
+holds one copy of the vector field per stage (`Dopri5`: 7, `Dopri8`: 14), +0.0-0.7 s for
+`Dopri5` and +3-5.6 s for `Dopri8` on a batch of 1024. A single trajectory loses (up to
+2.7x slower, XLA compilation up to 8x longer): :func:`ukjax.simulate` keeps diffrax's loop
+unless given an :class:`Unrolled` solver; :func:`ukjax.sweep` writes out the stages of
+methods with at most :data:`SWEEP_STAGES` stages by default.
+
+Example:
+    >>> import jax, jax.numpy as jnp, diffrax, ukjax
+    >>> jax.config.update("jax_enable_x64", True)
+    >>> from ukjax.systems import CartesianPendulum
+    >>> ts = jnp.linspace(0.0, 1.0, 5)
+    >>> q0, qd0 = jnp.array([1.0, 0.0]), jnp.zeros(2)
+    >>> run = lambda solver: ukjax.simulate(CartesianPendulum(), q0, qd0, ts, solver=solver,
+    ...                                     rtol=1e-10, atol=1e-10).q
+    >>> bool(jnp.allclose(run(ukjax.Unrolled(diffrax.Dopri5())), run(diffrax.Dopri5()),
+    ...                   atol=1e-12))
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import diffrax
+import equinox.internal as eqxi
+import jax
+import jax.numpy as jnp
+import jax.tree_util as jtu
+
+from ._wrapped import ForwardingSolver
+
+
+SWEEP_STAGES = 7  # :func:`ukjax.sweep` writes out the stages of methods with at most this many
+
+
+def unrollable(solver: diffrax.AbstractSolver) -> bool:
+    """Whether `solver` is an explicit Runge-Kutta method with one Butcher tableau (what
+    :class:`Unrolled` can write out): diffrax's `Dopri5`, `Dopri8`, `Tsit5`, `Bosh3`,
+    `Heun`, `Ralston`, `Midpoint`, ukjax's `RK4` and `KuttaMerson`, or an `AbstractERK` of
+    the user's."""
+    tableau = getattr(solver, "tableau", None)
+    return (
+        isinstance(solver, diffrax.AbstractERK)
+        and not isinstance(solver, diffrax.AbstractWrappedSolver)
+        and isinstance(tableau, diffrax.ButcherTableau)
+        and not tableau.implicit
+    )
+
+
+def _combine(base, coefficients: Sequence[float], ks: list):
+    """`base + sum_j c_j ks[j]` over the non-zero `c_j` (`base` None: the sum alone), leaf
+    by leaf; the coefficients are compile-time constants."""
+    used = [(float(c), k) for c, k in zip(coefficients, ks) if float(c) != 0.0]
+    if base is None:
+        base = jtu.tree_map(jnp.zeros_like, ks[0])
+
+    def leaf(out, *terms):
+        for (c, _), k in zip(used, terms):
+            out = out + c * k
+        return out
+
+    return jtu.tree_map(leaf, base, *[k for _, k in used])
+
+
+def batched_solver(solver: diffrax.AbstractSolver | None) -> diffrax.AbstractSolver | None:
+    """The solver :func:`ukjax.sweep` runs for the `solver` it is given: :class:`Unrolled`
+    around an :func:`unrollable` method of at most :data:`SWEEP_STAGES` stages (where the
+    written-out stages cost a few tenths of a second of compilation), anything else as
+    it is (`None`: :func:`ukjax.simulate`'s default `Dopri8`)."""
+    if solver is not None and unrollable(solver):
+        if solver.tableau.num_stages <= SWEEP_STAGES:  # pyright: ignore[reportAttributeAccessIssue]
+            return Unrolled(solver)  # pyright: ignore[reportCallIssue]
+    return solver
+
+
+class Unrolled(ForwardingSolver):
+    r"""`solver` (an explicit Runge-Kutta method of diffrax's or ukjax's) with the stages
+    of each step written out instead of looped over; the same method and dense output.
+
+    Use it for batched runs (`jax.vmap` of :func:`ukjax.simulate`; :func:`ukjax.sweep`
+    applies it itself to methods of at most 7 stages): a batch of 1024 ran 1.4-1.9x
+    faster than with diffrax's stage loop on the 2-core box, at the cost of one copy of the
+    vector field per stage in the compiled program. A single trajectory is better off
+    with `solver` itself.
+
+    Raises ValueError when `solver` is not an explicit single-tableau Runge-Kutta method
+    (implicit, IMEX, SDE or wrapped solvers, Euler), naming what to pass instead.
+
+    Example:
+        >>> import diffrax, ukjax
+        >>> ukjax.Unrolled(diffrax.Tsit5()).order(None)
+        5
+    """
+
+    inner: diffrax.AbstractSolver
+
+    def __check_init__(self):
+        if not unrollable(self.inner):
+            raise ValueError(
+                "ukjax.Unrolled writes out the stages of an explicit Runge-Kutta method with "
+                f"one Butcher tableau (diffrax.Dopri5, Dopri8, Tsit5, Bosh3, ...); got "
+                f"{type(self.inner).__name__}. Pass that solver to simulate directly."
+            )
+
+    @property
+    def solver(self):  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self.inner
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        if terms.is_vf_expensive(t0, t1, y0, args):  # adjoint terms: diffrax's own step
+            return self.inner.step(terms, t0, t1, y0, args, solver_state, made_jump)
+        tableau = self.inner.tableau  # pyright: ignore[reportAttributeAccessIssue]
+        control = terms.contr(t0, t1)
+        f0 = self._first_stage(terms, t0, y0, args, solver_state, made_jump)
+        ks = [terms.prod(f0, control)]
+        f, y = f0, y0
+        for a, c in zip(tableau.a_lower, tableau.c):
+            y = _combine(y0, a, ks)
+            f = terms.vf(t0 + float(c) * (t1 - t0), y, args)
+            ks.append(terms.prod(f, control))
+        y1 = y if tableau.ssal else _combine(y0, tableau.b_sol, ks)
+        y_error = _combine(None, tableau.b_error, ks)
+        dense = dict(y0=y0, y1=y1, k=jtu.tree_map(lambda *k: jnp.stack(k), *ks))
+        state = (jnp.array(False), f) if self._fsal(terms, t0, t1, y0, args) else None
+        return y1, y_error, dense, state, diffrax.RESULTS.successful
+
+    def _fsal(self, terms, t0, t1, y0, args) -> bool:
+        return self.inner._common(terms, t0, t1, y0, args)[1]  # pyright: ignore[reportAttributeAccessIssue]
+
+    def _first_stage(self, terms, t0, y0, args, solver_state, made_jump):
+        """$f(t_0, y_0)$: carried from the last step by a first-same-as-last method, except
+        on the first step and after a jump (for a whole batch when one member needs it,
+        as diffrax does, so that the branch stays a branch under vmap)."""
+        if not self._fsal(terms, t0, t0, y0, args):
+            return terms.vf(t0, y0, args)
+        first, f0 = solver_state
+        fresh = eqxi.unvmap_any(first | made_jump)
+        return jax.lax.cond(fresh, lambda: terms.vf(t0, y0, args), lambda: f0)
