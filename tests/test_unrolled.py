@@ -246,3 +246,31 @@ def test_gradient_through_written_out_stages_matches_finite_differences():
     fd = (loss(L + h, diffrax.Dopri5()) - loss(L - h, diffrax.Dopri5())) / (2 * h)
     np.testing.assert_allclose(g, g_loop, rtol=1e-9)
     np.testing.assert_allclose(g, fd, rtol=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "adjoint", [diffrax.RecursiveCheckpointAdjoint(), diffrax.ForwardMode()], ids=type
+)
+def test_diffrax_adjoints_differentiate_written_out_stages(adjoint):
+    """diffrax's own adjoints (which set the wrapped solver's scan kind) work through the
+    wrapper and give the stage loop's derivative."""
+    ts = jnp.linspace(0.0, 1.0, 5)
+
+    def loss(length, solver):
+        q0 = jnp.array([length * jnp.sin(1.0), -length * jnp.cos(1.0)])
+        sol = ukjax.simulate(
+            CartesianPendulum(length=length),
+            q0,
+            jnp.zeros(2),
+            ts,
+            solver=solver,
+            rtol=1e-10,
+            atol=1e-10,
+            adjoint=adjoint,
+        )
+        return jnp.sum(sol.q[:, 1] ** 2)
+
+    d = jax.jacfwd if isinstance(adjoint, diffrax.ForwardMode) else jax.grad
+    g = d(loss)(1.3, ukjax.Unrolled(diffrax.Dopri5()))
+    np.testing.assert_allclose(g, d(loss)(1.3, diffrax.Dopri5()), rtol=1e-9)
