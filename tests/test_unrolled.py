@@ -221,25 +221,29 @@ def test_sweep_writes_out_dopri5_and_matches_plain_runs():
         np.testing.assert_allclose(res.q[i], sol.q, rtol=0, atol=1e-11)
 
 
+def _pendulum_loss(length, solver, ts, tol, adjoint=None):
+    """Sum of squared heights of a pendulum of the given length released at 1 rad."""
+    q0 = jnp.array([length * jnp.sin(1.0), -length * jnp.cos(1.0)])
+    kw = {} if adjoint is None else {"adjoint": adjoint}
+    sol = ukjax.simulate(
+        CartesianPendulum(length=length),
+        q0,
+        jnp.zeros(2),
+        ts,
+        solver=solver,
+        rtol=tol,
+        atol=tol,
+        **kw,
+    )
+    return jnp.sum(sol.q[:, 1] ** 2)
+
+
 @pytest.mark.slow
 def test_gradient_through_written_out_stages_matches_finite_differences():
     """Reverse mode (the default ReplayAdjoint replays the wrapper's steps) against
     central differences and against the stage loop's gradient."""
     ts = jnp.linspace(0.0, 1.0, 6)
-
-    def loss(length, solver):
-        q0 = jnp.array([length * jnp.sin(1.0), -length * jnp.cos(1.0)])
-        sol = ukjax.simulate(
-            CartesianPendulum(length=length),
-            q0,
-            jnp.zeros(2),
-            ts,
-            solver=solver,
-            rtol=1e-11,
-            atol=1e-11,
-        )
-        return jnp.sum(sol.q[:, 1] ** 2)
-
+    loss = lambda length, solver: _pendulum_loss(length, solver, ts, 1e-11)
     L, h = 1.3, 1e-5
     g = jax.grad(loss)(L, ukjax.Unrolled(diffrax.Dopri5()))
     g_loop = jax.grad(loss)(L, diffrax.Dopri5())
@@ -256,21 +260,7 @@ def test_diffrax_adjoints_differentiate_written_out_stages(adjoint):
     """diffrax's own adjoints (which set the wrapped solver's scan kind) work through the
     wrapper and give the stage loop's derivative."""
     ts = jnp.linspace(0.0, 1.0, 5)
-
-    def loss(length, solver):
-        q0 = jnp.array([length * jnp.sin(1.0), -length * jnp.cos(1.0)])
-        sol = ukjax.simulate(
-            CartesianPendulum(length=length),
-            q0,
-            jnp.zeros(2),
-            ts,
-            solver=solver,
-            rtol=1e-10,
-            atol=1e-10,
-            adjoint=adjoint,
-        )
-        return jnp.sum(sol.q[:, 1] ** 2)
-
+    loss = lambda length, solver: _pendulum_loss(length, solver, ts, 1e-10, adjoint)
     d = jax.jacfwd if isinstance(adjoint, diffrax.ForwardMode) else jax.grad
     g = d(loss)(1.3, ukjax.Unrolled(diffrax.Dopri5()))
     np.testing.assert_allclose(g, d(loss)(1.3, diffrax.Dopri5()), rtol=1e-9)
