@@ -131,7 +131,10 @@ class Unrolled(ForwardingSolver):
             return self.inner.step(terms, t0, t1, y0, args, solver_state, made_jump)
         tableau = self.inner.tableau  # pyright: ignore[reportAttributeAccessIssue]
         control = terms.contr(t0, t1)
-        f0 = self._first_stage(terms, t0, y0, args, solver_state, made_jump)
+        if tableau.fsal:  # (diffrax's init gives such a method a state, and only such)
+            f0 = _first_stage(terms, t0, y0, args, solver_state, made_jump)
+        else:
+            f0 = terms.vf(t0, y0, args)
         ks = [terms.prod(f0, control)]
         f, y = f0, y0
         for a, c in zip(tableau.a_lower, tableau.c):
@@ -141,18 +144,14 @@ class Unrolled(ForwardingSolver):
         y1 = y if tableau.ssal else _combine(y0, tableau.b_sol, ks)
         y_error = _combine(None, tableau.b_error, ks)
         dense = dict(y0=y0, y1=y1, k=jtu.tree_map(lambda *k: jnp.stack(k), *ks))
-        state = (jnp.array(False), f) if self._fsal(terms, t0, t1, y0, args) else None
+        state = (jnp.array(False), f) if tableau.fsal else None
         return y1, y_error, dense, state, diffrax.RESULTS.successful
 
-    def _fsal(self, terms, t0, t1, y0, args) -> bool:
-        return self.inner._common(terms, t0, t1, y0, args)[1]  # pyright: ignore[reportAttributeAccessIssue]
 
-    def _first_stage(self, terms, t0, y0, args, solver_state, made_jump):
-        """$f(t_0, y_0)$: carried from the last step by a first-same-as-last method, except
-        on the first step and after a jump (for a whole batch when one member needs it,
-        as diffrax does, so that the branch stays a branch under vmap)."""
-        if not self._fsal(terms, t0, t0, y0, args):
-            return terms.vf(t0, y0, args)
-        first, f0 = solver_state
-        fresh = eqxi.unvmap_any(first | made_jump)
-        return jax.lax.cond(fresh, lambda: terms.vf(t0, y0, args), lambda: f0)
+def _first_stage(terms, t0, y0, args, solver_state, made_jump):
+    """$f(t_0, y_0)$ of a first-same-as-last method: carried from the last step, except on
+    the first step and after a jump (for a whole batch when one member needs it, as diffrax
+    does, so that the branch stays a branch under vmap)."""
+    first, f0 = solver_state
+    fresh = eqxi.unvmap_any(first | made_jump)
+    return jax.lax.cond(fresh, lambda: terms.vf(t0, y0, args), lambda: f0)
