@@ -27,10 +27,11 @@ ukjax's.
   the XLA options `simulate` and `sweep` compile their own programs with (on this jaxlib:
   no YNNPACK library fusions, see `ukjax._xla`).
 - `vmap Unrolled`: plain `jax.jit(jax.vmap(simulate))` with `solver=ukjax.Unrolled(...)`
-  (the same method with its stages written out). `sweep` does this itself for methods of
-  at most 7 stages (Dopri5 here); for Dopri8 (14 stages, the 1e-12 rows) it keeps
-  diffrax's stage loop unless given `ukjax.Unrolled(diffrax.Dopri8())`, which the
-  `sweep Unrolled` column times (for Dopri5 rows it is the `sweep` column itself).
+  (the same method with its stages written out). `sweep` and a forward `vmap` of
+  `simulate` do this themselves for methods of at most 7 stages (Dopri5 here: the
+  Unrolled columns of the 1e-8 rows are the `sweep` and `vmap` columns); for Dopri8
+  (14 stages, the 1e-12 rows) they keep diffrax's stage loop unless given
+  `ukjax.Unrolled(diffrax.Dopri8())`, which the two Unrolled columns time.
 
 Every run time (and the peer's time per trajectory) is the best of `--rounds` rounds (3):
 each round runs sweep, vmap, vmap+opts and the peer once, in turn, so that all four see
@@ -232,9 +233,10 @@ def main():
             vmap_c, vargs, compile_v = compile_vmap(system, q0, qd0, ts, tol, solver)
             opts_c, _, _ = compile_vmap(system, q0, qd0, ts, tol, solver, opts)
             unrolled = lambda: ukjax.Unrolled(solver())
-            # sweep already writes out the stages of this solver: no column of its own
+            # sweep and a forward vmap already write out the stages of this solver: the
+            # Unrolled columns are the sweep and vmap columns
             sweep_unrolls = isinstance(batched_solver(solver()), ukjax.Unrolled)
-            if args.no_unrolled:
+            if args.no_unrolled or sweep_unrolls:
                 unr_c, compile_u = None, np.nan
             else:
                 unr_c, _, compile_u = compile_vmap(system, q0, qd0, ts, tol, unrolled)
@@ -269,8 +271,9 @@ def main():
             best = lambda k: min(finite(k))
             run_s, run_v, run_o, peer = (best(k) for k in ("sweep", "vmap", "opts", "peer"))
             run_u, run_su = best("unr"), best("sweep_unr")
-            if sweep_unrolls:  # the sweep column is the written-out sweep
+            if sweep_unrolls:  # the sweep and vmap columns are the written-out ones
                 run_su, compile_su = run_s, compile_s
+                run_u, compile_u = run_v, compile_v
             q_v = np.asarray(q_v)
             peer_total = peer * args.batch
             row = {
@@ -325,9 +328,10 @@ def main():
                 f"  jit(vmap, compiler_options=ukjax.compiler_options())  run {run_o:7.2f} s  "
                 f"{row['ratio_vmap_options']:,.0f}x the peer"
             )
-            if unr_c is not None:
+            if unr_c is not None or sweep_unrolls:
+                label = "= jit(vmap)" if sweep_unrolls else f"compile {compile_u:5.2f} s"
                 print(
-                    f"  jit(vmap) Unrolled  run {run_u:7.2f} s  compile {compile_u:5.2f} s  "
+                    f"  jit(vmap) Unrolled  run {run_u:7.2f} s  {label}  "
                     f"{row['ratio_vmap_unrolled']:,.0f}x the peer"
                 )
                 label = "= ukjax.sweep" if sweep_unrolls else f"compile {compile_su:5.2f} s"

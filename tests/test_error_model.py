@@ -469,3 +469,48 @@ def test_a_hybrid_run_names_a_failure_ahead_of_its_accepted_steps():
     assert np.all(np.isnan(np.asarray(sol.q)[1:]))
     with pytest.raises(RUNTIME, match="not symmetric positive definite"):
         jax.block_until_ready(ukjax.simulate(MassLostAboveFloor(), Q0, QD0, ts).q)
+
+
+def test_where_the_checks_run_follows_how_the_run_is_traced():
+    """One trajectory with throw=True checks every stage inside the field (the program
+    that compiles fastest); a forward run under vmap checks its accepted states by the
+    failure event and writes out the stages of a method of at most 7 stages (what sweep
+    runs); differentiated runs, batched or not, keep the single-trajectory program;
+    throw=False always goes through the event (it returns codes)."""
+    from ukjax._simulate import _for_batches, _VectorField
+
+    system = CartesianPendulum()
+    settings = dict(solver=diffrax.Dopri5(), adjoint=ukjax.ReplayAdjoint())
+
+    def placement(throw):
+        field = _VectorField(
+            system, ukjax.NoStabilization(), ukjax.Regularized(), True, None, throw
+        )
+        seen = []
+
+        def f(q):
+            placed, chosen = _for_batches(field, settings, (system, q, QD0, TS))
+            seen.append((placed.per_stage, type(chosen["solver"]).__name__))
+            return jnp.sum(q**2)
+
+        batch = jnp.stack([Q0, 2 * Q0])
+        f(Q0), jax.vmap(f)(batch), jax.grad(f)(Q0), jax.vmap(jax.grad(f))(batch)
+        jax.jit(jax.vmap(f))(batch)
+        return seen
+
+    single, batched = (True, "Dopri5"), (False, "Unrolled")
+    assert placement(True) == [single, batched, single, single, batched]
+    event_single = (False, "Dopri5")
+    assert placement(False) == [event_single, batched, event_single, event_single, batched]
+
+
+def test_an_adjoint_that_refuses_events_cannot_return_codes():
+    loss = lambda L: sim(
+        CartesianPendulum(length=L),
+        q0=jnp.array([L, 0.0]),
+        adjoint=diffrax.BacksolveAdjoint(),
+        stabilization=ukjax.NoStabilization(),
+        throw=False,
+    ).q.sum()
+    with pytest.raises(ValueError, match="throw=True"):
+        jax.grad(loss)(1.0)

@@ -111,17 +111,40 @@ def autodiff_modes(tree) -> tuple[bool, bool]:
         [(True, False), (False, True), (True, True)]
     """
     forward = reverse = False
+    for x in _tracers(tree):
+        kind = type(x).__name__
+        tangent = type(getattr(x, "tangent", None)).__name__
+        partial = tangent in ("JaxprTracer", "LinearizeTracer")
+        forward |= kind == "JVPTracer" and not partial
+        reverse |= kind == "LinearizeTracer" or (kind == "JVPTracer" and partial)
+    return forward, reverse
+
+
+def vmapped(tree) -> bool:
+    """Whether a value of `tree` is traced by `jax.vmap` (or `eqx.filter_vmap`), seen
+    through `jit` and autodiff tracers. A function that `vmap` reaches through a `jit`
+    (`jax.vmap(jax.jit(f))`) is traced unbatched and sees none.
+
+        >>> import jax
+        >>> from ukjax._adjoint import vmapped
+        >>> seen = []
+        >>> f = lambda x: seen.append(vmapped(x)) or x
+        >>> _ = f(1.0), jax.vmap(f)(jax.numpy.ones(2)), jax.jit(jax.vmap(f))(jax.numpy.ones(2))
+        >>> seen
+        [False, True, True]
+    """
+    return any(type(x).__name__ == "BatchTracer" for x in _tracers(tree))
+
+
+def _tracers(tree):
+    """Every tracer of `tree`'s values, outermost first: a nested transformation's
+    tracer wraps the one beneath (JAX's tracers, looked at by their class names)."""
     for x in jax.tree_util.tree_leaves(tree):
-        for _ in range(64):  # nested transformations: each tracer wraps the one beneath
+        for _ in range(64):
             if not isinstance(x, Tracer):
                 break
-            kind = type(x).__name__
-            tangent = type(getattr(x, "tangent", None)).__name__
-            partial = tangent in ("JaxprTracer", "LinearizeTracer")
-            forward |= kind == "JVPTracer" and not partial
-            reverse |= kind == "LinearizeTracer" or (kind == "JVPTracer" and partial)
+            yield x
             x = getattr(x, "primal", getattr(x, "val", None))
-    return forward, reverse
 
 
 def refusal(adjoint: diffrax.AbstractAdjoint, tree) -> str | None:

@@ -44,36 +44,43 @@ def error_if(x, pred, msg: str, **values):
     value), over the whole batch under ``vmap``.
     """
     pred = jnp.any(pred)
-    print_if(pred, msg, **values)
+    x = _print_if(pred, msg, values, x)
     return eqx.error_if(x, pred, msg)
 
 
-def print_if(pred, msg: str, **values) -> None:
+def print_if(pred, msg: str, *, through=None, **values):
     """Print ``values`` to stderr as :func:`error_if` does, when any element of ``pred`` is
     true, without raising: for one of several checks whose error is raised by a single
     result code (``code.error_if``), which walks the Python stack once instead of once per
-    check when the program is traced."""
-    _print_if(jnp.any(pred), msg.split(".")[0], values)
+    check when the program is traced. Returns ``through`` (any pytree), passed through the
+    printing branch: an error raised on the returned value comes after the print."""
+    return _print_if(jnp.any(pred), msg.split(".")[0], values, through)
 
 
 def code_error_if(x, pred, code, header: str, **values):
     """Like :func:`error_if`, with the message of a (possibly traced) result code."""
     pred = jnp.any(pred)
-    _print_if(pred, header, values)
+    x = _print_if(pred, header, values, x)
     return code.error_if(x, pred)
 
 
-def _print_if(pred, header: str, values) -> None:
-    if values:
+def _print_if(pred, header: str, values, x):
+    """``x``, after printing ``values`` where ``pred``: ``x`` comes out of the branch that
+    prints, so that what consumes it (an error check) runs after the print."""
+    if not values:
+        return x
 
-        def _report(vals):
-            # Scalars reduced over any vmap batch (the worst case is printed): a batched
-            # callback would be unrolled once per batch element at compile time. Reduced
-            # inside the branch, so only when the error fires: outside it, under a wide
-            # vmap, the reductions ran at every evaluation (and XLA:CPU sends them to a
-            # slow library kernel, see ukjax._xla).
-            worst = {k: _worst(k, v) for k, v in vals.items()}
-            jax.debug.callback(lambda v: _print_values(header, **v), worst)
+    def _report(vals, x):
+        # Scalars reduced over any vmap batch (the worst case is printed): a batched
+        # callback would be unrolled once per batch element at compile time. Reduced
+        # inside the branch, so only when the error fires: outside it, under a wide
+        # vmap, the reductions ran at every evaluation (and XLA:CPU sends them to a
+        # slow library kernel, see ukjax._xla).
+        worst = {k: _worst(k, v) for k, v in vals.items()}
+        jax.debug.callback(lambda v: _print_values(header, **v), worst)
+        # A new value, not x itself: JAX drops a cond output that every branch passes
+        # through unchanged, and with it the order of the print and the error.
+        return jax.lax.optimization_barrier(x)
 
-        values = jax.lax.stop_gradient(values)
-        jax.lax.cond(eqxi.unvmap_any(pred), _report, lambda vals: None, values)
+    values = jax.lax.stop_gradient(values)
+    return jax.lax.cond(eqxi.unvmap_any(pred), _report, lambda vals, x: x, values, x)

@@ -53,7 +53,7 @@ from ._stabilization import AbstractStabilization, NoStabilization
 from ._system import System, as_time, check_state, floatify
 from ._uk import uk_terms
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
-from ._wrapped import guard, name_collapse, probe_codes
+from ._wrapped import guard, name_collapse, probe_failures
 
 
 EVENT_KINDS = ("none", "impact", "engage", "release", "impulse", "stick", "slip")
@@ -370,7 +370,7 @@ class HybridIntegration(eqx.Module):
         """The segment's code. With throw=False the UK checks run on the segment's end
         state (with throw=True they raise inside the solve), and a segment that stalled
         on a failure just ahead of it gets that failure's code
-        (:func:`ukjax._wrapped.probe_codes`)."""
+        (:func:`ukjax._wrapped.probe_failures`)."""
         result = name_collapse(promote(sol.result), self.stepsize_controller)
         result = RESULTS.where(result == RESULTS.event_occurred, RESULTS.successful, result)
         if not self.field.check or self.throw:
@@ -378,9 +378,9 @@ class HybridIntegration(eqx.Module):
         code = self.field.failed(t_stop, y_stop, mode).code()
         stalled = (result != RESULTS.successful) & (code == RESULTS.successful)
         result = RESULTS.where(result == RESULTS.successful, code, result)
-        code_at = lambda t, y: self.field.failed(t, y, mode).code()
+        failures_at = lambda t, y: self.field.failed(t, y, mode)
         qdd_at = lambda t, y: self.field(t, y, mode)[1]
-        ahead = probe_codes(code_at, qdd_at, t_stop, y_stop, span, stalled)[1]
+        ahead = probe_failures(failures_at, qdd_at, t_stop, y_stop, span, stalled)[1].code()
         return RESULTS.where(stalled & (ahead != RESULTS.successful), ahead, result)
 
     # ---- mode changes and jumps --------------------------------------------------------

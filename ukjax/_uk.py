@@ -226,26 +226,38 @@ def check_terms(x, terms: UKTerms, M, inputs, *, consistency_tol=None, infeasibi
     the equation. One error check names the first failure (each is tested only where the
     earlier ones pass), with the numbers of that failure printed just before."""
     f = failures(terms, M, inputs, consistency_tol, infeasibility)
-    print_if(
-        f.not_spd,
+    x = report_failures(f, servo=infeasibility is not None, through=x)
+    return f.code().error_if(x, f.any())
+
+
+def report_failures(f: Failures, servo: bool, where=True, through=None):
+    """Print (to stderr, at run time) the numbers of the checks of `f` that fail where
+    `where` holds: the smallest diagonal entry of M and its asymmetry, the relative
+    residual of inconsistent constraints, and with `servo` the servo residual. Returns
+    `through`, after the prints (see :func:`ukjax._errors.print_if`)."""
+    through = print_if(
+        where & f.not_spd,
         message(RESULTS.mass_matrix_not_spd),
+        through=through,
         smallest_diagonal_entry_of_M=f.min_diagonal,
         relative_asymmetry=f.relative_asymmetry,
     )
-    print_if(
-        f.inconsistent,
+    through = print_if(
+        where & f.inconsistent,
         message(RESULTS.inconsistent_constraints),
+        through=through,
         relative_residual=f.relative_residual,
         tolerance=f.tolerance,
     )
-    if infeasibility is not None:
-        print_if(
-            f.infeasible,
+    if servo:
+        through = print_if(
+            where & f.infeasible,
             message(RESULTS.servo_infeasible),
+            through=through,
             relative_servo_residual=f.infeasibility,
             tolerance=f.tolerance,
         )
-    return f.code().error_if(x, f.any())
+    return through
 
 
 def udwadia_kalaba(

@@ -20,9 +20,10 @@ under `jax.vmap`. A batch of 1024 double-rod or Duffing trajectories ran 1.4-1.9
 than with diffrax's loop, 4096 of them 1.5-1.8x. The price is compilation: the program
 holds one copy of the vector field per stage (`Dopri5`: 7, `Dopri8`: 14), +0.0-0.7 s for
 `Dopri5` and +3-5.6 s for `Dopri8` on a batch of 1024. A single trajectory loses (up to
-2.7x slower, XLA compilation up to 8x longer): :func:`ukjax.simulate` keeps diffrax's loop
-unless given an :class:`Unrolled` solver; :func:`ukjax.sweep` writes out the stages of
-methods with at most :data:`SWEEP_STAGES` stages by default.
+2.7x slower, XLA compilation up to 8x longer): a single trajectory of
+:func:`ukjax.simulate` keeps diffrax's loop unless given an :class:`Unrolled` solver;
+:func:`ukjax.sweep` and a forward `jax.vmap` of :func:`ukjax.simulate` write out the
+stages of methods with at most :data:`SWEEP_STAGES` stages by default (:func:`batched_solver`).
 
 Example:
     >>> import jax, jax.numpy as jnp, diffrax, ukjax
@@ -50,7 +51,7 @@ import jax.tree_util as jtu
 from ._wrapped import ForwardingSolver
 
 
-SWEEP_STAGES = 7  # :func:`ukjax.sweep` writes out the stages of methods with at most this many
+SWEEP_STAGES = 7  # batches write out the stages of methods with at most this many
 
 
 def unrollable(solver: diffrax.AbstractSolver) -> bool:
@@ -83,7 +84,8 @@ def _combine(base, coefficients: Sequence[float], ks: list):
 
 
 def batched_solver(solver: diffrax.AbstractSolver | None) -> diffrax.AbstractSolver | None:
-    """The solver :func:`ukjax.sweep` runs for the `solver` it is given: :class:`Unrolled`
+    """The solver a batch runs (:func:`ukjax.sweep`, a forward `jax.vmap` of
+    :func:`ukjax.simulate`) for the `solver` it is given: :class:`Unrolled`
     around an :func:`unrollable` method of at most :data:`SWEEP_STAGES` stages (where the
     written-out stages cost a few tenths of a second of compilation), anything else as
     it is (`None`: :func:`ukjax.simulate`'s default `Dopri8`)."""
@@ -97,8 +99,9 @@ class Unrolled(ForwardingSolver):
     r"""`solver` (an explicit Runge-Kutta method of diffrax's or ukjax's) with the stages
     of each step written out instead of looped over; the same method and dense output.
 
-    Use it for batched runs (`jax.vmap` of :func:`ukjax.simulate`; :func:`ukjax.sweep`
-    applies it itself to methods of at most 7 stages): a batch of 1024 ran 1.4-1.9x
+    Use it for batched runs (a forward `jax.vmap` of :func:`ukjax.simulate` and
+    :func:`ukjax.sweep` apply it themselves to methods of at most 7 stages, so pass it
+    for Dopri8 or where `vmap` reaches `simulate` through a `jit`): a batch of 1024 ran 1.4-1.9x
     faster than with diffrax's stage loop on the 2-core box, at the cost of one copy of the
     vector field per stage in the compiled program. A single trajectory is better off
     with `solver` itself.

@@ -20,6 +20,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 import diffrax
 import equinox.internal as eqxi
 import jax
@@ -139,32 +141,38 @@ def name_collapse(result: RESULTS, controller) -> RESULTS:
 PROBES = 14  # states probed at the end of a failed run (s = 0 and 13 steps ahead)
 
 
-def probe_codes(code_at, qdd_at, t, y, span, when) -> tuple[RESULTS, RESULTS]:
-    r"""The codes of the checks at the state (t, y) where a run ended and at the first
-    failing state just ahead of it along the tangent,
+def probe_failures(failures_at, qdd_at, t, y, span, when) -> tuple[Any, Any]:
+    r"""The checks (:class:`ukjax._uk.Failures`) at the state (t, y) where a run ended
+    and at the first failing state just ahead of it along the tangent,
     $(t + s,\ q + s\dot q,\ \dot q + s\ddot q)$ for $s$ from $4\varepsilon$ to
-    $\sqrt\varepsilon$ times $\max(|t|, \text{span})$ (`successful` if none fails, and
-    both `successful` where no member of a batch has `when` set: the branch is skipped).
+    $\sqrt\varepsilon$ times $\max(|t|, \text{span})$ (the state itself if none fails;
+    nothing failing anywhere where no member of a batch has `when` set: the branch is
+    skipped). The codes are `.code()` of each; their numbers are what a raised error
+    prints.
 
-    Why: with `throw=False` the checks run at accepted states only. A state that fails
-    them ahead of the trajectory makes every stage past it non-finite, so every step
-    into it is rejected and the step size collapses onto it (:class:`StallGuard` ends
-    the run there); the states just ahead name the check, the code `throw=True` raises.
-    `code_at(t, (q, qd))` is the code of the checks at one state, evaluated once batched
-    over the 14 states; `qdd_at(t, (q, qd))` the acceleration (a NaN one, at a failing
-    state, is taken as zero)."""
+    Why: the checks run at accepted states only (the run's failure event). A state that
+    fails them ahead of the trajectory makes every stage past it non-finite, so every
+    step into it is rejected and the step size collapses onto it (:class:`StallGuard`
+    ends the run there); the states just ahead name the check. `failures_at(t, (q, qd))`
+    gives the checks at one state, evaluated once batched over the 14 states;
+    `qdd_at(t, (q, qd))` the acceleration (a NaN one, at a failing state, is taken as
+    zero)."""
 
-    def probe(_) -> tuple[RESULTS, RESULTS]:
+    def probe(_):
         qdd = qdd_at(t, y)
         qdd = jnp.where(jnp.isfinite(qdd), qdd, 0.0)
         eps = jnp.finfo(qdd.dtype).eps
         scale = jnp.maximum(jnp.abs(t), span)
         s = scale * jnp.geomspace(4 * eps, eps**0.5, PROBES - 1, dtype=qdd.dtype)
         s = jnp.concatenate([jnp.zeros(1, qdd.dtype), s])
-        codes = jax.vmap(lambda s: code_at(t + s, (y[0] + s * y[1], y[1] + s * qdd)))(s)
-        first = jnp.argmax(codes != RESULTS.successful)  # the nearest failing state
-        at = lambda i: jax.tree_util.tree_map(lambda c: c[i], codes)
+        found = jax.vmap(lambda s: failures_at(t + s, (y[0] + s * y[1], y[1] + s * qdd)))(s)
+        first = jnp.argmax(found.any())  # the nearest failing state (0 if none)
+        at = lambda i: jax.tree_util.tree_map(lambda c: c[i], found)
         return at(0), at(first)
 
-    none = lambda _: (RESULTS.successful, RESULTS.successful)
+    def none(_):
+        shapes = jax.eval_shape(failures_at, t, y)
+        nothing = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+        return nothing, nothing
+
     return jax.lax.cond(eqxi.unvmap_any(when), probe, none, None)
