@@ -83,10 +83,11 @@ class _VectorField(eqx.Module):
     Where the run's checks happen (`check`): at every accepted step, by the run's failure
     event, which stops the run at the first state that fails them and names the check
     (`throw=True` then raises that code after the solve, with its numbers printed);
-    `per_stage`: inside the field at every stage instead, raising from inside the solve,
-    for adjoints that refuse events (diffrax's `BacksolveAdjoint`). The event costs one
-    UK evaluation per step; the stage checks cost three conditionals per stage, which
-    under a wide `vmap` took 1.8x the run time of the unchecked field."""
+    `per_stage`: inside the field at every stage instead, raising from inside the solve
+    (a single trajectory with `throw=True`, and adjoints that refuse events, diffrax's
+    `BacksolveAdjoint`; see :func:`_place_checks`). The event costs one UK evaluation per
+    step and compilation; the stage checks cost three conditionals per stage, which under
+    a `vmap` of 1024 Duffing oscillators took 1.3-1.6x the run time of the event."""
 
     system: System
     stabilization: AbstractStabilization
@@ -139,7 +140,7 @@ def _field_call(field: _VectorField, t, y):
     """The vector field, traced once per solve: an explicit Runge-Kutta step calls it at
     every stage (13 for Dopri8), and a nested jit reuses the first trace for the others."""
     ev = field.evaluate(t, y)
-    return y[1], ev.field_qdd(field.check and field.per_stage, True, field.consistency_tol)
+    return y[1], ev.field_qdd(field.check and field.per_stage, field.throw, field.consistency_tol)
 
 
 def _explicit(solver) -> bool:
@@ -515,9 +516,9 @@ def _for_batches(field: _VectorField, settings: dict, inputs) -> tuple[_VectorFi
     method of at most 7 stages (:class:`ukjax.Unrolled`; what :func:`ukjax.sweep` runs)
     and checks its states by the failure event; one trajectory, or any differentiated
     run, keeps diffrax's stage loop and (with `throw=True`) checks at every stage, which
-    compiles in about half the time (the event, the code of a failed run and its
-    numbers are 0.5-1.5 s more of XLA for a single trajectory) and under `vmap` ran
-    1.3-1.6x slower on the Duffing oscillator (the same on the double rod), batch 1024."""
+    compiles faster (the event, the code of a failed run and its numbers were 1.3-1.6 s
+    more of XLA for AppellHamelWheel's single trajectory) and under `vmap` ran 1.3-1.6x
+    slower on the Duffing oscillator (the same on the double rod), batch 1024."""
     forward, reverse = autodiff_modes(inputs)
     batch = vmapped(inputs) and not (forward or reverse)
     if batch:
