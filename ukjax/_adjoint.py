@@ -34,7 +34,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax import lax
-from jax.core import Tracer
+
+from ._tracing import autodiff_modes
 
 
 # Steps replayed in one batch (their forward passes are independent given the stored
@@ -94,60 +95,6 @@ class ReplayAdjoint(diffrax.AbstractAdjoint):
 
     def loop(self, **kwargs):
         return diffrax.RecursiveCheckpointAdjoint().loop(**kwargs)
-
-
-def autodiff_modes(tree) -> tuple[bool, bool]:
-    """(forward, reverse): whether the values of `tree` are traced by forward-mode
-    autodiff (`jax.jvp`, `jax.jacfwd`) and by reverse mode (`jax.grad`, `jax.vjp`),
-    looking through `vmap` and `jit` tracers (a tracer wraps the value of the
-    transformation beneath it). Both: a second derivative (`jax.hessian`).
-
-    Reverse mode linearises with its own tracers, or (without direct linearisation) with
-    a `jvp` whose tangents are partially evaluated. Example:
-
-        >>> import jax
-        >>> from ukjax._adjoint import autodiff_modes
-        >>> seen = []
-        >>> f = lambda x: seen.append(autodiff_modes(x)) or x
-        >>> _ = jax.jacfwd(f)(1.0), jax.grad(f)(1.0), jax.hessian(f)(1.0)
-        >>> seen
-        [(True, False), (False, True), (True, True)]
-    """
-    forward = reverse = False
-    for x in _tracers(tree):
-        kind = type(x).__name__
-        tangent = type(getattr(x, "tangent", None)).__name__
-        partial = tangent in ("JaxprTracer", "LinearizeTracer")
-        forward |= kind == "JVPTracer" and not partial
-        reverse |= kind == "LinearizeTracer" or (kind == "JVPTracer" and partial)
-    return forward, reverse
-
-
-def vmapped(tree) -> bool:
-    """Whether a value of `tree` is traced by `jax.vmap` (or `eqx.filter_vmap`), seen
-    through `jit` and autodiff tracers. A function that `vmap` reaches through a `jit`
-    (`jax.vmap(jax.jit(f))`) is traced unbatched and sees none.
-
-        >>> import jax
-        >>> from ukjax._adjoint import vmapped
-        >>> seen = []
-        >>> f = lambda x: seen.append(vmapped(x)) or x
-        >>> _ = f(1.0), jax.vmap(f)(jax.numpy.ones(2)), jax.jit(jax.vmap(f))(jax.numpy.ones(2))
-        >>> seen
-        [False, True, True]
-    """
-    return any(type(x).__name__ == "BatchTracer" for x in _tracers(tree))
-
-
-def _tracers(tree):
-    """Every tracer of `tree`'s values, outermost first: a nested transformation's
-    tracer wraps the one beneath (JAX's tracers, looked at by their class names)."""
-    for x in jax.tree_util.tree_leaves(tree):
-        for _ in range(64):
-            if not isinstance(x, Tracer):
-                break
-            yield x
-            x = getattr(x, "primal", getattr(x, "val", None))
 
 
 def refusal(adjoint: diffrax.AbstractAdjoint, tree) -> str | None:

@@ -13,14 +13,7 @@ import numpy as np
 from jax.core import Tracer
 from jaxtyping import ArrayLike, Float
 
-from ._adjoint import (
-    autodiff_modes,
-    default_adjoint,
-    refusal,
-    replay_solve,
-    replays,
-    vmapped,
-)
+from ._adjoint import default_adjoint, refusal, replay_solve, replays
 from ._contact import AbstractContact, Impact, check_contact
 from ._dynamics import evaluate
 from ._errors import code_error_if
@@ -38,6 +31,7 @@ from ._probe import probe_indexing
 from ._results import RESULTS, promote
 from ._stabilization import AbstractStabilization, check_stabilization
 from ._system import System, check_state, floatify, overrides
+from ._tracing import autodiff_modes, vmapped
 from ._uk import Failures, default_consistency_tol, report_failures
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
 from ._unrolled import batched_solver
