@@ -109,28 +109,24 @@ def test_duffing_constrained_follows_prescribed_motion_and_scipy():
     np.testing.assert_allclose(sol.q, ref.y[:2].T, atol=1e-8)
 
 
-def test_vmap_over_initial_conditions_equals_loop():
-    sys = DoubleRodPendulum()
+def test_vmap_over_initial_conditions_and_parameters_equals_loop():
+    """One batch program over initial velocities and the system's parameters (the rod
+    lengths enter the constraints, g the forces) against one trajectory at a time."""
     ts = jnp.linspace(0.0, 1.0, 11)
+    L1 = jnp.array([1.0, 0.5, 1.0, 2.0])
+    L2 = jnp.array([1.0, 1.0, 0.7, 1.5])
+    g = jnp.array([10.0, 9.81, 3.0, 10.0])
     yd = jnp.array([2.0, 3.0, 4.0, 5.0])
-    q0 = jnp.tile(jnp.array([1.0, 0.0, 0.0]), (4, 1))
+    systems = eqx.filter_vmap(lambda a, b, c: DoubleRodPendulum(L1=a, L2=b, g=c))(L1, L2, g)
+    q0 = jnp.stack([L1, jnp.zeros(4), jnp.zeros(4)], axis=1)  # on both spheres
     qd0 = jnp.stack([jnp.zeros(4), yd, jnp.zeros(4)], axis=1)
-    batched = jax.jit(jax.vmap(lambda a, b: ukjax.simulate(sys, a, b, ts).q))(q0, qd0)
+    run = eqx.filter_jit(eqx.filter_vmap(lambda s, a, b: ukjax.simulate(s, a, b, ts).q))
+    batched = run(systems, q0, qd0)
+    assert len({round(float(x), 3) for x in batched[:, -1, 0]}) == 4  # distinct motions
     for i in range(4):
-        single = ukjax.simulate(sys, q0[i], qd0[i], ts).q
+        system = DoubleRodPendulum(L1=float(L1[i]), L2=float(L2[i]), g=float(g[i]))
+        single = ukjax.simulate(system, q0[i], qd0[i], ts).q
         np.testing.assert_allclose(batched[i], single, rtol=1e-9, atol=1e-10)
-
-
-def test_vmap_over_system_parameters_equals_loop():
-    ts = jnp.linspace(0.0, 1.0, 6)
-    lengths = jnp.array([0.5, 1.0, 2.0])
-    systems = eqx.filter_vmap(lambda L: CartesianPendulum(length=L))(lengths)
-    q0 = jnp.stack([lengths, jnp.zeros(3)], axis=1)
-    qd0 = jnp.zeros((3, 2))
-    out = eqx.filter_vmap(lambda s, a, b: ukjax.simulate(s, a, b, ts).q)(systems, q0, qd0)
-    for i in range(3):
-        single = ukjax.simulate(CartesianPendulum(length=float(lengths[i])), q0[i], qd0[i], ts)
-        np.testing.assert_allclose(out[i], single.q, rtol=1e-9, atol=1e-10)
 
 
 def test_no_retracing_on_repeated_calls():
