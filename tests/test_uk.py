@@ -38,20 +38,24 @@ def eager(test):
 
 def two_speeds(check, strategies, default: int, thorough: int):
     """A property test twice: `default` hypothesis examples in the default suite and
-    `thorough` in the slow suite (the same check; the default suite stays short)."""
+    `thorough` in the slow suite (the same check; the default suite stays short).
+    `strategies(quick)`: the default suite's draw from one shape only, because every new
+    shape costs about 4 s of op-by-op compilation on the 2-core box (the slow suite draws
+    from all of them)."""
 
-    def make(examples):
-        return settings(max_examples=examples, deadline=None)(given(*strategies)(eager(check)))
+    def make(examples, quick):
+        test = given(*strategies(quick))(eager(check))
+        return settings(max_examples=examples, deadline=None)(test)
 
-    return make(default), pytest.mark.slow(make(thorough))
+    return make(default, True), pytest.mark.slow(make(thorough, False))
 
 
 @st.composite
-def problems(draw):
+def problems(draw, quick: bool = False):
     # A few shapes (compiled once each and shared by the tests of this file); the rank, the
     # conditioning, C and the values vary freely.
-    n = draw(st.sampled_from([2, 4, 6]))
-    m = draw(st.sampled_from([1, 3, 5]))
+    n = draw(st.sampled_from([4] if quick else [2, 4, 6]))
+    m = draw(st.sampled_from([3] if quick else [1, 3, 5]))
     rank = draw(st.integers(1, min(m, n)))
     seed = draw(st.integers(0, 2**31 - 1))
     with_C = draw(st.booleans())
@@ -73,14 +77,14 @@ def _matches_dense_reference(problem, method):
 
 
 test_matches_dense_reference, test_matches_dense_reference_thorough = two_speeds(
-    _matches_dense_reference, (problems(), st.sampled_from(METHODS)), 3, 8
+    _matches_dense_reference, lambda quick: (problems(quick), st.sampled_from(METHODS)), 3, 8
 )
 
 
 @st.composite
-def full_rank_problems(draw):
-    n = draw(st.sampled_from([3, 10]))
-    m = draw(st.sampled_from([1, 3]))
+def full_rank_problems(draw, quick: bool = False):
+    n = draw(st.sampled_from([10] if quick else [3, 10]))
+    m = draw(st.sampled_from([3] if quick else [1, 3]))
     rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
     M = random_spd(rng, n, cond=draw(st.sampled_from([1.0, 10.0, 1e4])))
     A, b = random_constraints(rng, m, n, m)
@@ -102,7 +106,7 @@ def _cholesky_solver_matches_dense_reference(problem, kernels):
     test_cholesky_solver_matches_dense_reference_at_full_row_rank_thorough,
 ) = two_speeds(
     _cholesky_solver_matches_dense_reference,
-    (full_rank_problems(), st.sampled_from(["lapack", "unrolled"])),
+    lambda quick: (full_rank_problems(quick), st.sampled_from(["lapack", "unrolled"])),
     3,
     10,
 )
@@ -126,7 +130,7 @@ def _gauss_principle(problem):
 
 
 test_gauss_principle, test_gauss_principle_thorough = two_speeds(
-    _gauss_principle, (problems(),), 3, 25
+    _gauss_principle, lambda quick: (problems(quick),), 3, 25
 )
 
 
@@ -152,7 +156,7 @@ def _forces_virtual_work_and_m_orthogonality(problem):
 (
     test_forces_virtual_work_and_m_orthogonality,
     test_forces_virtual_work_and_m_orthogonality_thorough,
-) = two_speeds(_forces_virtual_work_and_m_orthogonality, (problems(),), 3, 25)
+) = two_speeds(_forces_virtual_work_and_m_orthogonality, lambda quick: (problems(quick),), 3, 25)
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -15,6 +15,7 @@ from scipy.integrate import solve_ivp
 
 import ukjax
 from references import bouncing_ball_impacts
+from ukjax._dense import PolynomialDense, PolynomialOutput
 from ukjax._unrolled import SWEEP_STAGES, batched_solver
 from ukjax.systems import BouncingBall, CartesianPendulum, DoubleRodPendulum
 
@@ -110,10 +111,20 @@ def test_refuses_what_it_cannot_write_out(solver):
         ukjax.Unrolled(solver)
 
 
+def _dense(method):
+    k = jnp.ones((method.tableau.num_stages, 2))
+    return dict(t0=0.0, t1=0.1, y0=jnp.ones(2), y1=jnp.ones(2), k=k)
+
+
 def test_batched_solver_rule():
     assert isinstance(batched_solver(diffrax.Dopri5()), ukjax.Unrolled)
     assert isinstance(batched_solver(ukjax.RK4()), ukjax.Unrolled)
-    assert isinstance(batched_solver(diffrax.Dopri8()), diffrax.Dopri8)  # 14 stages
+    dopri8 = batched_solver(diffrax.Dopri8())  # 14 stages: looped, its saves polynomial
+    assert isinstance(dopri8, PolynomialOutput) and not isinstance(dopri8, ukjax.Unrolled)
+    assert isinstance(dopri8.interpolation_cls(**_dense(diffrax.Dopri8)), PolynomialDense)
+    for method, rewritten in [(diffrax.Tsit5, True), (diffrax.Dopri5, False)]:
+        dense = batched_solver(method()).interpolation_cls(**_dense(method))
+        assert isinstance(dense, PolynomialDense) == rewritten
     assert diffrax.Dopri8.tableau.num_stages > SWEEP_STAGES >= diffrax.Tsit5.tableau.num_stages
     assert isinstance(batched_solver(diffrax.Kvaerno5()), diffrax.Kvaerno5)
     assert batched_solver(None) is None

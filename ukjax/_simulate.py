@@ -507,8 +507,9 @@ def simulate(
 def _for_batches(field: _VectorField, settings: dict, inputs) -> tuple[_VectorField, dict]:
     """The field and settings of a smooth run, by how it is traced. A forward run under
     `jax.vmap` (not differentiated) writes out the stages of an explicit Runge-Kutta
-    method of at most 7 stages (:class:`ukjax.Unrolled`; what :func:`ukjax.sweep` runs)
-    and checks its states by the failure event; one trajectory, or any differentiated
+    method of at most 7 stages (:class:`ukjax.Unrolled`; what :func:`ukjax.sweep` runs),
+    forms the saves of `Dopri8` and `Tsit5` once per step (:mod:`ukjax._dense`) and checks
+    its states by the failure event; one trajectory, or any differentiated
     run, keeps diffrax's stage loop and (with `throw=True`) checks at every stage, which
     compiles faster (the event, the code of a failed run and its numbers were 1.3-1.6 s
     more of XLA for AppellHamelWheel's single trajectory) and under `vmap` ran 1.3-1.6x

@@ -11,9 +11,11 @@ $$Y_i = y_0 + \sum_{j<i,\ a_{ij}\neq 0} a_{ij}\,k_j,\qquad k_j = h\,f(t_0 + c_j 
 with the tableau's non-zero coefficients as constants, $y_1 = y_0 + \sum_j b_j k_j$ (the
 last stage's $Y_s$ when the method is "same stage as last"), the embedded error
 $\sum_j (b_j - \hat b_j) k_j$, and the same dense output $(y_0, y_1, k)$, so diffrax's
-interpolation, step-size control and saving are unchanged: the same method, the same steps
-up to rounding. A first-same-as-last method carries $f(t_1, y_1)$ to the next step and
-evaluates the first stage only on the first step and after a jump, as diffrax does.
+step-size control and saving are unchanged: the same method, the same steps up to
+rounding. The saves of `Dopri8` and `Tsit5` come from the same interpolating polynomial
+with its coefficients formed once per step (:class:`ukjax._dense.PolynomialDense`). A
+first-same-as-last method carries $f(t_1, y_1)$ to the next step and evaluates the first
+stage only on the first step and after a jump, as diffrax does.
 
 When it pays (measured on the 2-core CPU box, `benchmarks/RESULTS.md`, sweep section):
 under `jax.vmap`. A batch of 1024 double-rod or Duffing trajectories ran 1.4-1.9x faster
@@ -48,7 +50,7 @@ import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
 
-from ._wrapped import ForwardingSolver
+from ._dense import PolynomialOutput, polynomial_weights
 
 
 SWEEP_STAGES = 7  # batches write out the stages of methods with at most this many
@@ -88,14 +90,18 @@ def batched_solver(solver: diffrax.AbstractSolver | None) -> diffrax.AbstractSol
     :func:`ukjax.simulate`) for the `solver` it is given: :class:`Unrolled`
     around an :func:`unrollable` method of at most :data:`SWEEP_STAGES` stages (where the
     written-out stages cost a few tenths of a second of compilation), anything else as
-    it is (`None`: :func:`ukjax.simulate`'s default `Dopri8`)."""
+    it is, except that a method whose dense output :mod:`ukjax._dense` knows (`Dopri8`)
+    gets it as :class:`ukjax._dense.PolynomialOutput` (`None`: :func:`ukjax.simulate`'s
+    default, `Dopri8`, which `simulate` wraps itself)."""
     if solver is not None and unrollable(solver):
         if solver.tableau.num_stages <= SWEEP_STAGES:  # pyright: ignore[reportAttributeAccessIssue]
             return Unrolled(solver)  # pyright: ignore[reportCallIssue]
+    if solver is not None and polynomial_weights(solver) is not None:
+        return PolynomialOutput(solver)  # pyright: ignore[reportCallIssue]
     return solver
 
 
-class Unrolled(ForwardingSolver):
+class Unrolled(PolynomialOutput):
     r"""`solver` (an explicit Runge-Kutta method of diffrax's or ukjax's) with the stages
     of each step written out instead of looped over; the same method and dense output.
 
@@ -124,10 +130,6 @@ class Unrolled(ForwardingSolver):
                 f"one Butcher tableau (diffrax.Dopri5, Dopri8, Tsit5, Bosh3, ...); got "
                 f"{type(self.inner).__name__}. Pass that solver to simulate directly."
             )
-
-    @property
-    def solver(self):  # pyright: ignore[reportIncompatibleVariableOverride]
-        return self.inner
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         if terms.is_vf_expensive(t0, t1, y0, args):  # adjoint terms: diffrax's own step
