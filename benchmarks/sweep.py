@@ -235,7 +235,7 @@ def main():
             unrolled = lambda: ukjax.Unrolled(solver())
             # sweep and a forward vmap already write out the stages of this solver: the
             # Unrolled columns are the sweep and vmap columns
-            sweep_unrolls = isinstance(batched_solver(solver()), ukjax.Unrolled)
+            sweep_unrolls = isinstance(batched_solver(solver(), args.batch), ukjax.Unrolled)
             if args.no_unrolled or sweep_unrolls:
                 unr_c, compile_u = None, np.nan
             else:

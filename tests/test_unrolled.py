@@ -16,7 +16,7 @@ from scipy.integrate import solve_ivp
 import ukjax
 from references import bouncing_ball_impacts
 from ukjax._dense import PolynomialDense, PolynomialOutput
-from ukjax._unrolled import SWEEP_STAGES, batched_solver
+from ukjax._unrolled import SWEEP_STAGES, UNROLL_ALL_FROM, batched_solver
 from ukjax.systems import BouncingBall, CartesianPendulum, DoubleRodPendulum
 
 
@@ -127,9 +127,15 @@ def test_batched_solver_rule():
         assert isinstance(dense, PolynomialDense) == rewritten
     assert diffrax.Dopri8.tableau.num_stages > SWEEP_STAGES >= diffrax.Tsit5.tableau.num_stages
     assert isinstance(batched_solver(diffrax.Kvaerno5()), diffrax.Kvaerno5)
-    assert batched_solver(None) is None
+    assert batched_solver(None) is None  # simulate's default (Dopri8), wrapped by simulate
     given = ukjax.Unrolled(diffrax.Dopri8())
     assert batched_solver(given) is given
+    # From UNROLL_ALL_FROM trajectories on, every explicit method is written out.
+    for solver in (None, diffrax.Dopri8()):
+        big = batched_solver(solver, UNROLL_ALL_FROM)
+        assert isinstance(big, ukjax.Unrolled) and isinstance(big.inner, diffrax.Dopri8)
+        assert not isinstance(batched_solver(solver, UNROLL_ALL_FROM - 1), ukjax.Unrolled)
+    assert isinstance(batched_solver(diffrax.Kvaerno5(), 10**6), diffrax.Kvaerno5)
 
 
 def _pendulum_reference(theta0, omega0, ts, g=9.81, length=1.0):
@@ -277,3 +283,27 @@ def test_diffrax_adjoints_differentiate_written_out_stages(adjoint):
     d = jax.jacfwd if isinstance(adjoint, diffrax.ForwardMode) else jax.grad
     g = d(loss)(1.3, ukjax.Unrolled(diffrax.Dopri5()))
     np.testing.assert_allclose(g, d(loss)(1.3, diffrax.Dopri5()), rtol=1e-9)
+
+
+@pytest.mark.slow
+def test_a_large_batch_writes_out_the_default_method(monkeypatch):
+    """With the threshold lowered to 3, a vmap of 3 runs at simulate's default (Dopri8) is
+    the run of Unrolled(Dopri8()) bit for bit, and not the looped stages' (which differ
+    by rounding)."""
+    import ukjax._unrolled
+
+    ts = jnp.linspace(0.0, 1.3, 7)
+    q0 = jnp.array([[1.0, 0.0], [0.0, -1.0], [0.6, -0.8]])
+    qd0 = jnp.array([[0.0, 1.0], [2.0, 0.0], [0.8, 0.6]])
+
+    def run(**kw):
+        sim = lambda a, b: ukjax.simulate(CartesianPendulum(), a, b, ts, **kw).q
+        return jax.jit(jax.vmap(sim))(q0, qd0)
+
+    looped = run()
+    monkeypatch.setattr(ukjax._unrolled, "UNROLL_ALL_FROM", 3)
+    jax.clear_caches()  # the default's batch program is traced anew under the new rule
+    default, unrolled = run(), run(solver=ukjax.Unrolled(diffrax.Dopri8()))
+    np.testing.assert_array_equal(default, unrolled)
+    assert np.any(np.asarray(default) != np.asarray(looped))
+    np.testing.assert_allclose(default, looped, rtol=0, atol=1e-11)

@@ -31,7 +31,7 @@ from ._probe import probe_indexing
 from ._results import RESULTS, promote
 from ._stabilization import AbstractStabilization, check_stabilization
 from ._system import System, check_state, floatify, overrides
-from ._tracing import autodiff_modes, vmapped
+from ._tracing import autodiff_modes, batch_size, vmapped
 from ._uk import Failures, default_consistency_tol, report_failures
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
 from ._unrolled import batched_solver
@@ -507,7 +507,8 @@ def simulate(
 def _for_batches(field: _VectorField, settings: dict, inputs) -> tuple[_VectorField, dict]:
     """The field and settings of a smooth run, by how it is traced. A forward run under
     `jax.vmap` (not differentiated) writes out the stages of an explicit Runge-Kutta
-    method of at most 7 stages (:class:`ukjax.Unrolled`; what :func:`ukjax.sweep` runs),
+    method of at most 7 stages, or of any number from 16384 trajectories on
+    (:class:`ukjax.Unrolled`; :func:`ukjax._unrolled.batched_solver`, as :func:`ukjax.sweep`),
     forms the saves of `Dopri8` and `Tsit5` once per step (:mod:`ukjax._dense`) and checks
     its states by the failure event; one trajectory, or any differentiated
     run, keeps diffrax's stage loop and (with `throw=True`) checks at every stage, which
@@ -517,7 +518,7 @@ def _for_batches(field: _VectorField, settings: dict, inputs) -> tuple[_VectorFi
     forward, reverse = autodiff_modes(inputs)
     batch = vmapped(inputs) and not (forward or reverse)
     if batch:
-        settings = dict(settings, solver=batched_solver(settings["solver"]))
+        settings = dict(settings, solver=batched_solver(settings["solver"], batch_size(inputs)))
     return _place_checks(field, settings["adjoint"], batch), settings
 
 

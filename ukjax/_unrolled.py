@@ -25,7 +25,8 @@ holds one copy of the vector field per stage (`Dopri5`: 7, `Dopri8`: 14), +0.0-0
 2.7x slower, XLA compilation up to 8x longer): a single trajectory of
 :func:`ukjax.simulate` keeps diffrax's loop unless given an :class:`Unrolled` solver;
 :func:`ukjax.sweep` and a forward `jax.vmap` of :func:`ukjax.simulate` write out the
-stages of methods with at most :data:`SWEEP_STAGES` stages by default (:func:`batched_solver`).
+stages of methods with at most :data:`SWEEP_STAGES` stages by default, and of any method
+(`Dopri8` included) from :data:`UNROLL_ALL_FROM` trajectories on (:func:`batched_solver`).
 
 Example:
     >>> import jax, jax.numpy as jnp, diffrax, ukjax
@@ -54,6 +55,13 @@ from ._dense import PolynomialOutput, polynomial_weights
 
 
 SWEEP_STAGES = 7  # batches write out the stages of methods with at most this many
+# ... and of every method from this many trajectories on. Dopri8 at 1e-12, jit(vmap), run
+# seconds written out / looped on the 2-core box (stop 35, best of 3; compile +2.4-3.1 s):
+# double rod 1.10 / 1.79 (4096), 2.12 / 4.29 (8192), 3.83 / 10.42 (16384); Duffing 1.41 /
+# 1.83, 2.37 / 3.11, 4.17 / 6.18. The looped stages slow down past 8192 (their stage
+# buffer leaves the cache); from 16384 the written-out stages repay their compilation
+# (double rod 11.9 vs 15.7 s in all, Duffing 10.3 vs 10.1 s).
+UNROLL_ALL_FROM = 16384
 
 
 def unrollable(solver: diffrax.AbstractSolver) -> bool:
@@ -85,18 +93,26 @@ def _combine(base, coefficients: Sequence[float], ks: list):
     return jtu.tree_map(leaf, base, *[k for _, k in used])
 
 
-def batched_solver(solver: diffrax.AbstractSolver | None) -> diffrax.AbstractSolver | None:
-    """The solver a batch runs (:func:`ukjax.sweep`, a forward `jax.vmap` of
-    :func:`ukjax.simulate`) for the `solver` it is given: :class:`Unrolled`
-    around an :func:`unrollable` method of at most :data:`SWEEP_STAGES` stages (where the
-    written-out stages cost a few tenths of a second of compilation), anything else as
-    it is, except that a method whose dense output :mod:`ukjax._dense` knows (`Dopri8`)
-    gets it as :class:`ukjax._dense.PolynomialOutput` (`None`: :func:`ukjax.simulate`'s
-    default, `Dopri8`, which `simulate` wraps itself)."""
-    if solver is not None and unrollable(solver):
-        if solver.tableau.num_stages <= SWEEP_STAGES:  # pyright: ignore[reportAttributeAccessIssue]
+def batched_solver(
+    solver: diffrax.AbstractSolver | None, batch: int = 1
+) -> diffrax.AbstractSolver | None:
+    """The solver a batch of `batch` trajectories runs (:func:`ukjax.sweep`, a forward
+    `jax.vmap` of :func:`ukjax.simulate`) for the `solver` it is given (`None`:
+    :func:`ukjax.simulate`'s default, `Dopri8`): :class:`Unrolled` around an
+    :func:`unrollable` method of at most :data:`SWEEP_STAGES` stages (where the
+    written-out stages cost a few tenths of a second of compilation), or of any number of
+    stages from :data:`UNROLL_ALL_FROM` trajectories on; anything else as it is, except
+    that a method whose dense output :mod:`ukjax._dense` knows (`Dopri8`) gets it as
+    :class:`ukjax._dense.PolynomialOutput`."""
+    if solver is None:
+        if batch < UNROLL_ALL_FROM:
+            return None  # simulate wraps its default itself
+        solver = diffrax.Dopri8()
+    if unrollable(solver):
+        stages = solver.tableau.num_stages  # pyright: ignore[reportAttributeAccessIssue]
+        if stages <= SWEEP_STAGES or batch >= UNROLL_ALL_FROM:
             return Unrolled(solver)  # pyright: ignore[reportCallIssue]
-    if solver is not None and polynomial_weights(solver) is not None:
+    if polynomial_weights(solver) is not None:
         return PolynomialOutput(solver)  # pyright: ignore[reportCallIssue]
     return solver
 
@@ -106,8 +122,9 @@ class Unrolled(PolynomialOutput):
     of each step written out instead of looped over; the same method and dense output.
 
     Use it for batched runs (a forward `jax.vmap` of :func:`ukjax.simulate` and
-    :func:`ukjax.sweep` apply it themselves to methods of at most 7 stages, so pass it
-    for Dopri8 or where `vmap` reaches `simulate` through a `jit`): a batch of 1024 ran 1.4-1.9x
+    :func:`ukjax.sweep` apply it themselves to methods of at most 7 stages, and to any
+    from 16384 trajectories on, so pass it for Dopri8 in smaller batches that repeat, or
+    where `vmap` reaches `simulate` through a `jit`): a batch of 1024 ran 1.4-1.9x
     faster than with diffrax's stage loop on the 2-core box, at the cost of one copy of the
     vector field per stage in the compiled program. A single trajectory is better off
     with `solver` itself.
