@@ -45,6 +45,7 @@ Example:
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import diffrax
@@ -109,15 +110,31 @@ def polynomial_weights(solver: diffrax.AbstractSolver) -> Weights | None:
     return _known().get(getattr(solver, "interpolation_cls", None))
 
 
+def combine(base, coefficients: Sequence[float], ks: list):
+    """`base + sum_j c_j ks[j]` over the non-zero `c_j` (`base` None: the sum alone), leaf
+    by leaf; the coefficients are compile-time constants (a Runge-Kutta stage
+    combination, :class:`ukjax.Unrolled`; a power's coefficient, :class:`PolynomialDense`)."""
+    used = [(float(c), k) for c, k in zip(coefficients, ks) if float(c) != 0.0]
+    if base is None:
+        base = jtu.tree_map(jnp.zeros_like, ks[0])
+
+    def leaf(out, *terms):
+        for (c, _), k in zip(used, terms):
+            out = out + c * k
+        return out
+
+    return jtu.tree_map(leaf, base, *[k for _, k in used])
+
+
 class PolynomialDense(diffrax.AbstractLocalInterpolation):
     r"""$y(t) = y_0 + \sum_{p=1}^{d}\theta^p W_p$ on the step $[t_0, t_1]$,
     $\theta = (t - t_0)/(t_1 - t_0)$ (0 on a step of length zero, as diffrax's
-    `linear_rescale`); `coeffs` holds $(W_1, \dots, W_d)$ for each leaf of $y$."""
+    `linear_rescale`); `coeffs` holds $(W_1, \dots, W_d)$, each shaped as $y$."""
 
     t0: Any
     t1: Any
     y0: Any
-    coeffs: Any
+    coeffs: tuple
 
     @staticmethod
     def maker(weights: Weights) -> _Maker:
@@ -131,14 +148,10 @@ class PolynomialDense(diffrax.AbstractLocalInterpolation):
             return jtu.tree_map(jnp.subtract, self.evaluate(t1), self.evaluate(t0))
         same = self.t0 == self.t1
         theta = jnp.where(same, 0.0, t0 - self.t0) / jnp.where(same, 1.0, self.t1 - self.t0)
-
-        def leaf(y0, w):
-            acc = w[-1]
-            for wp in reversed(w[:-1]):
-                acc = wp + theta * acc
-            return y0 + (theta * acc).astype(y0.dtype)
-
-        return jtu.tree_map(leaf, self.y0, self.coeffs)
+        acc = self.coeffs[-1]
+        for w in reversed(self.coeffs[:-1]):  # Horner
+            acc = jtu.tree_map(lambda a, wp: wp + theta * a, acc, w)
+        return jtu.tree_map(lambda y, a: y + (theta * a).astype(y.dtype), self.y0, acc)
 
 
 class _Maker(eqx.Module):
@@ -146,19 +159,10 @@ class _Maker(eqx.Module):
 
     def __call__(self, *, t0, t1, y0, y1, k) -> PolynomialDense:
         del y1  # the extension is y0 plus the stages' sums (as diffrax's own)
-        degree = len(self.weights[0])
-
-        def leaf(stages):
-            def term(p):
-                used = [(c[p], s) for s, c in enumerate(self.weights) if c[p] != 0.0]
-                out = used[0][0] * stages[used[0][1]]
-                for c, s in used[1:]:
-                    out = out + c * stages[s]
-                return out
-
-            return tuple(term(p) for p in range(degree))
-
-        return PolynomialDense(t0=t0, t1=t1, y0=y0, coeffs=jtu.tree_map(leaf, k))
+        stages = [jtu.tree_map(lambda x: x[s], k) for s in range(len(self.weights))]
+        columns = zip(*self.weights)  # a power's coefficients over the stages
+        coeffs = tuple(combine(None, column, stages) for column in columns)
+        return PolynomialDense(t0=t0, t1=t1, y0=y0, coeffs=coeffs)
 
 
 def polynomial_output(solver: diffrax.AbstractSolver):

@@ -24,6 +24,12 @@ import numpy as np
 from diffrax import AbstractERK, ButcherTableau
 
 
+def default_solver() -> diffrax.AbstractSolver:
+    """The solver :func:`ukjax.simulate` runs when given none (`diffrax.Dopri8()`, 8th
+    order, adaptive); batches decide how to run it (:func:`ukjax._unrolled.batched_solver`)."""
+    return diffrax.Dopri8()
+
+
 _kutta_merson_tableau = ButcherTableau(
     a_lower=(
         np.array([1 / 3]),

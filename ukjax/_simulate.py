@@ -27,6 +27,7 @@ from ._friction import (
 from ._hybrid import EventLog, HybridField, HybridIntegration
 from ._impulse import Impulses
 from ._initial import AbstractInitialConditions, InitialCheck, check_initial_policy
+from ._integrators import default_solver
 from ._probe import probe_indexing
 from ._results import RESULTS, promote
 from ._stabilization import AbstractStabilization, check_stabilization
@@ -479,7 +480,7 @@ def simulate(
     )
     settings: dict[str, Any] = dict(
         initial=initial,
-        solver=diffrax.Dopri8() if solver is None else solver,
+        solver=default_solver() if solver is None else solver,
         stepsize_controller=controller,
         dt0=dt0,
         adjoint=_adjoint(adjoint, max_steps, (q0, qd0), (system, q0, qd0, ts)),

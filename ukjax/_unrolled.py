@@ -43,15 +43,14 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import diffrax
 import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
 
-from ._dense import PolynomialOutput, polynomial_weights
+from ._dense import PolynomialOutput, combine, polynomial_weights
+from ._integrators import default_solver
 
 
 SWEEP_STAGES = 7  # batches write out the stages of methods with at most this many
@@ -78,21 +77,6 @@ def unrollable(solver: diffrax.AbstractSolver) -> bool:
     )
 
 
-def _combine(base, coefficients: Sequence[float], ks: list):
-    """`base + sum_j c_j ks[j]` over the non-zero `c_j` (`base` None: the sum alone), leaf
-    by leaf; the coefficients are compile-time constants."""
-    used = [(float(c), k) for c, k in zip(coefficients, ks) if float(c) != 0.0]
-    if base is None:
-        base = jtu.tree_map(jnp.zeros_like, ks[0])
-
-    def leaf(out, *terms):
-        for (c, _), k in zip(used, terms):
-            out = out + c * k
-        return out
-
-    return jtu.tree_map(leaf, base, *[k for _, k in used])
-
-
 def batched_solver(
     solver: diffrax.AbstractSolver | None, batch: int = 1
 ) -> diffrax.AbstractSolver | None:
@@ -107,7 +91,7 @@ def batched_solver(
     if solver is None:
         if batch < UNROLL_ALL_FROM:
             return None  # simulate wraps its default itself
-        solver = diffrax.Dopri8()
+        solver = default_solver()
     if unrollable(solver):
         stages = solver.tableau.num_stages  # pyright: ignore[reportAttributeAccessIssue]
         if stages <= SWEEP_STAGES or batch >= UNROLL_ALL_FROM:
@@ -160,11 +144,11 @@ class Unrolled(PolynomialOutput):
         ks = [terms.prod(f0, control)]
         f, y = f0, y0
         for a, c in zip(tableau.a_lower, tableau.c):
-            y = _combine(y0, a, ks)
+            y = combine(y0, a, ks)
             f = terms.vf(t0 + float(c) * (t1 - t0), y, args)
             ks.append(terms.prod(f, control))
-        y1 = y if tableau.ssal else _combine(y0, tableau.b_sol, ks)
-        y_error = _combine(None, tableau.b_error, ks)
+        y1 = y if tableau.ssal else combine(y0, tableau.b_sol, ks)
+        y_error = combine(None, tableau.b_error, ks)
         dense = dict(y0=y0, y1=y1, k=jtu.tree_map(lambda *k: jnp.stack(k), *ks))
         state = (jnp.array(False), f) if tableau.fsal else None
         return y1, y_error, dense, state, diffrax.RESULTS.successful
