@@ -29,9 +29,9 @@ ukjax's.
 - `vmap Unrolled`: plain `jax.jit(jax.vmap(simulate))` with `solver=ukjax.Unrolled(...)`
   (the same method with its stages written out). `sweep` and a forward `vmap` of
   `simulate` do this themselves for methods of at most 7 stages (Dopri5 here: the
-  Unrolled columns of the 1e-8 rows are the `sweep` and `vmap` columns); for Dopri8
-  (14 stages, the 1e-12 rows) they keep diffrax's stage loop unless given
-  `ukjax.Unrolled(diffrax.Dopri8())`, which the two Unrolled columns time.
+  Unrolled columns of the 1e-8 rows are the `sweep` and `vmap` columns); Dopri8
+  (14 stages, the 1e-12 rows) they run in `ukjax.StageLoop` (a loop of sums over the
+  stage buffer); the two Unrolled columns time `ukjax.Unrolled(diffrax.Dopri8())`.
 
 Every run time (and the peer's time per trajectory) is the best of `--rounds` rounds (3):
 each round runs sweep, vmap, vmap+opts and the peer once, in turn, so that all four see
@@ -235,7 +235,7 @@ def main():
             unrolled = lambda: ukjax.Unrolled(solver())
             # sweep and a forward vmap already write out the stages of this solver: the
             # Unrolled columns are the sweep and vmap columns
-            sweep_unrolls = isinstance(batched_solver(solver(), args.batch), ukjax.Unrolled)
+            sweep_unrolls = isinstance(batched_solver(solver()), ukjax.Unrolled)
             if args.no_unrolled or sweep_unrolls:
                 unr_c, compile_u = None, np.nan
             else:

@@ -1,4 +1,5 @@
-"""ukjax.Unrolled: explicit Runge-Kutta steps with the stages written out (issue 17).
+"""ukjax.Unrolled and ukjax.StageLoop: explicit Runge-Kutta steps with the stages written
+out, or in a loop of sums over a stage buffer (issue 17).
 
 The reference for one step is the wrapped diffrax solver's own step (the same method:
 equal to rounding, its dense output and first-same-as-last state included); for whole runs
@@ -15,8 +16,8 @@ from scipy.integrate import solve_ivp
 
 import ukjax
 from references import bouncing_ball_impacts
-from ukjax._dense import PolynomialDense, PolynomialOutput
-from ukjax._unrolled import SWEEP_STAGES, UNROLL_ALL_FROM, batched_solver
+from ukjax._dense import PolynomialDense
+from ukjax._unrolled import SWEEP_STAGES, batched_solver
 from ukjax.systems import BouncingBall, CartesianPendulum, DoubleRodPendulum
 
 
@@ -54,6 +55,7 @@ def _assert_trees_close(a, b, rtol, atol):
 
 
 FAST = (diffrax.Dopri5, diffrax.Dopri8, diffrax.Heun)  # FSAL and SSAL; 14 stages; neither
+WRAPPERS = (ukjax.Unrolled, ukjax.StageLoop)
 
 
 def _cases():
@@ -64,12 +66,13 @@ def _cases():
             yield pytest.param(cls, dtype, marks=marks, id=f"{cls.__name__}-{dtype.__name__}")
 
 
+@pytest.mark.parametrize("wrapper", WRAPPERS, ids=lambda w: w.__name__)
 @pytest.mark.parametrize("cls,dtype", list(_cases()))
-def test_step_equals_the_wrapped_solvers_step(cls, dtype):
+def test_step_equals_the_wrapped_solvers_step(cls, dtype, wrapper):
     tol = 1e-14 if dtype == jnp.float64 else 2e-6
     for made_jump in (True, False):
         ref = _one_step(cls(), dtype, made_jump)
-        out = _one_step(ukjax.Unrolled(cls()), dtype, made_jump)
+        out = _one_step(wrapper(cls()), dtype, made_jump)
         y1, err, dense, state, result = out
         assert result == diffrax.RESULTS.successful
         _assert_trees_close(y1, ref[0], tol, tol)
@@ -80,7 +83,8 @@ def test_step_equals_the_wrapped_solvers_step(cls, dtype):
         assert all(x.dtype == dtype for x in jax.tree_util.tree_leaves((y1, err, dense)))
 
 
-def test_first_same_as_last_state_is_used_and_refreshed():
+@pytest.mark.parametrize("wrapper", WRAPPERS, ids=lambda w: w.__name__)
+def test_first_same_as_last_state_is_used_and_refreshed(wrapper):
     """A carried f(t0, y0) is used as the first stage (a wrong one changes the step the
     way it changes diffrax's), and replaced by a fresh evaluation after a jump."""
     solver = diffrax.Dopri5()
@@ -89,10 +93,10 @@ def test_first_same_as_last_state_is_used_and_refreshed():
     stale = (False, jax.tree_util.tree_map(lambda x: x + 1.0, f0))
     for made_jump in (False, True):
         ref = _one_step(solver, jnp.float64, made_jump, stale)
-        out = _one_step(ukjax.Unrolled(solver), jnp.float64, made_jump, stale)
+        out = _one_step(wrapper(solver), jnp.float64, made_jump, stale)
         _assert_trees_close(out[0], ref[0], 1e-14, 1e-14)
     fresh = _one_step(solver, jnp.float64, True)[0]
-    moved = _one_step(ukjax.Unrolled(solver), jnp.float64, False, stale)[0]
+    moved = _one_step(wrapper(solver), jnp.float64, False, stale)[0]
     assert not np.allclose(np.asarray(moved[0]), np.asarray(fresh[0]), rtol=0, atol=1e-6)
 
 
@@ -106,9 +110,11 @@ def test_first_same_as_last_state_is_used_and_refreshed():
     ],
     ids=["Kvaerno5", "Euler", "ImplicitEuler", "Unrolled"],
 )
-def test_refuses_what_it_cannot_write_out(solver):
-    with pytest.raises(ValueError, match="explicit Runge-Kutta method"):
-        ukjax.Unrolled(solver)
+@pytest.mark.parametrize("wrapper", WRAPPERS, ids=lambda w: w.__name__)
+def test_refuses_what_it_cannot_write_out(solver, wrapper):
+    message = f"ukjax.{wrapper.__name__} runs the stages of an explicit"
+    with pytest.raises(ValueError, match=message):
+        wrapper(solver)
 
 
 def _dense(method):
@@ -119,23 +125,17 @@ def _dense(method):
 def test_batched_solver_rule():
     assert isinstance(batched_solver(diffrax.Dopri5()), ukjax.Unrolled)
     assert isinstance(batched_solver(ukjax.RK4()), ukjax.Unrolled)
-    dopri8 = batched_solver(diffrax.Dopri8())  # 14 stages: looped, its saves polynomial
-    assert isinstance(dopri8, PolynomialOutput) and not isinstance(dopri8, ukjax.Unrolled)
-    assert isinstance(dopri8.interpolation_cls(**_dense(diffrax.Dopri8)), PolynomialDense)
+    assert diffrax.Dopri8.tableau.num_stages > SWEEP_STAGES >= diffrax.Tsit5.tableau.num_stages
+    for given in (None, diffrax.Dopri8()):  # None: simulate's default, Dopri8
+        dopri8 = batched_solver(given)  # 14 stages: a loop of sums, its saves polynomial
+        assert isinstance(dopri8, ukjax.StageLoop) and isinstance(dopri8.inner, diffrax.Dopri8)
+        assert isinstance(dopri8.interpolation_cls(**_dense(diffrax.Dopri8)), PolynomialDense)
     for method, rewritten in [(diffrax.Tsit5, True), (diffrax.Dopri5, False)]:
         dense = batched_solver(method()).interpolation_cls(**_dense(method))
         assert isinstance(dense, PolynomialDense) == rewritten
-    assert diffrax.Dopri8.tableau.num_stages > SWEEP_STAGES >= diffrax.Tsit5.tableau.num_stages
     assert isinstance(batched_solver(diffrax.Kvaerno5()), diffrax.Kvaerno5)
-    assert batched_solver(None) is None  # simulate's default (Dopri8), wrapped by simulate
-    given = ukjax.Unrolled(diffrax.Dopri8())
-    assert batched_solver(given) is given
-    # From UNROLL_ALL_FROM trajectories on, every explicit method is written out.
-    for solver in (None, diffrax.Dopri8()):
-        big = batched_solver(solver, UNROLL_ALL_FROM)
-        assert isinstance(big, ukjax.Unrolled) and isinstance(big.inner, diffrax.Dopri8)
-        assert not isinstance(batched_solver(solver, UNROLL_ALL_FROM - 1), ukjax.Unrolled)
-    assert isinstance(batched_solver(diffrax.Kvaerno5(), 10**6), diffrax.Kvaerno5)
+    for given in (ukjax.Unrolled(diffrax.Dopri8()), ukjax.StageLoop(diffrax.Dopri5())):
+        assert batched_solver(given) is given
 
 
 def _pendulum_reference(theta0, omega0, ts, g=9.81, length=1.0):
@@ -180,9 +180,16 @@ def test_vmapped_pendulum_matches_minimal_coordinates(cls):
         np.testing.assert_allclose(out.q[i], _pendulum_reference(t, 0.0, ts), atol=200 * tol)
 
 
+def _wrapped_methods():
+    for cls in ERKS:
+        yield pytest.param(ukjax.Unrolled, cls, id=f"Unrolled-{cls.__name__}")
+    for cls in (diffrax.Dopri8, diffrax.Dopri5, diffrax.Heun, ukjax.RK4):
+        yield pytest.param(ukjax.StageLoop, cls, id=f"StageLoop-{cls.__name__}")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("cls", ERKS, ids=lambda c: c.__name__)
-def test_constrained_run_equals_the_stage_loop(cls):
+@pytest.mark.parametrize("wrapper,cls", list(_wrapped_methods()))
+def test_constrained_run_equals_the_stage_loop(wrapper, cls):
     """The double rod pendulum (two holonomic constraints, projection, checks). At fixed
     steps the two runs differ by rounding only; adaptive, they take the same number of
     accepted steps, whose sizes differ by rounding, so the solutions differ by up to the
@@ -194,13 +201,13 @@ def test_constrained_run_equals_the_stage_loop(cls):
         return ukjax.simulate(DoubleRodPendulum(), q0, qd0, ts, solver=solver, **kw)
 
     fixed = dict(stepsize_controller=diffrax.ConstantStepSize(), dt0=1e-2)
-    out, ref = run(ukjax.Unrolled(cls()), **fixed), run(cls(), **fixed)
+    out, ref = run(wrapper(cls()), **fixed), run(cls(), **fixed)
     assert out.result == ukjax.RESULTS.successful
     np.testing.assert_allclose(out.q, ref.q, rtol=0, atol=1e-12)
     np.testing.assert_allclose(out.qd, ref.qd, rtol=0, atol=1e-12)
     if cls is ukjax.RK4:  # no usable error estimate
         return
-    out, ref = run(ukjax.Unrolled(cls()), rtol=1e-9, atol=1e-9), run(cls(), rtol=1e-9, atol=1e-9)
+    out, ref = run(wrapper(cls()), rtol=1e-9, atol=1e-9), run(cls(), rtol=1e-9, atol=1e-9)
     assert out.result == ukjax.RESULTS.successful
     assert int(out.stats["num_steps"]) == int(ref.stats["num_steps"])
     np.testing.assert_allclose(out.q, ref.q, rtol=0, atol=1e-9)
@@ -286,24 +293,21 @@ def test_diffrax_adjoints_differentiate_written_out_stages(adjoint):
 
 
 @pytest.mark.slow
-def test_a_large_batch_writes_out_the_default_method(monkeypatch):
-    """With the threshold lowered to 3, a vmap of 3 runs at simulate's default (Dopri8) is
-    the run of Unrolled(Dopri8()) bit for bit, and not the looped stages' (which differ
-    by rounding)."""
-    import ukjax._unrolled
-
+def test_a_batch_runs_the_default_method_in_a_stage_loop():
+    """A vmap of runs at simulate's default (Dopri8) is the run of StageLoop(Dopri8()) bit
+    for bit; one trajectory at a time (diffrax's stage loop) takes the same steps and
+    agrees to rounding, as does the written-out Unrolled(Dopri8())."""
     ts = jnp.linspace(0.0, 1.3, 7)
     q0 = jnp.array([[1.0, 0.0], [0.0, -1.0], [0.6, -0.8]])
     qd0 = jnp.array([[0.0, 1.0], [2.0, 0.0], [0.8, 0.6]])
-
-    def run(**kw):
-        sim = lambda a, b: ukjax.simulate(CartesianPendulum(), a, b, ts, **kw).q
-        return jax.jit(jax.vmap(sim))(q0, qd0)
-
-    looped = run()
-    monkeypatch.setattr(ukjax._unrolled, "UNROLL_ALL_FROM", 3)
-    jax.clear_caches()  # the default's batch program is traced anew under the new rule
-    default, unrolled = run(), run(solver=ukjax.Unrolled(diffrax.Dopri8()))
-    np.testing.assert_array_equal(default, unrolled)
-    assert np.any(np.asarray(default) != np.asarray(looped))
-    np.testing.assert_allclose(default, looped, rtol=0, atol=1e-11)
+    sim = lambda a, b, **kw: ukjax.simulate(CartesianPendulum(), a, b, ts, **kw)
+    batch = lambda **kw: jax.jit(jax.vmap(lambda a, b: sim(a, b, **kw)))(q0, qd0)
+    default, looped = batch(), batch(solver=ukjax.StageLoop(diffrax.Dopri8()))
+    np.testing.assert_array_equal(default.q, looped.q)
+    unrolled = batch(solver=ukjax.Unrolled(diffrax.Dopri8()))
+    np.testing.assert_allclose(default.q, unrolled.q, rtol=0, atol=1e-11)
+    for i in range(len(q0)):
+        one = sim(q0[i], qd0[i])
+        assert int(default.stats["num_steps"][i]) == int(one.stats["num_steps"])
+        np.testing.assert_allclose(default.q[i], one.q, rtol=0, atol=1e-11)
+        np.testing.assert_allclose(default.qd[i], one.qd, rtol=0, atol=1e-10)

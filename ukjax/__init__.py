@@ -31,8 +31,9 @@ The public API:
 - :func:`fit`, :class:`TrajectoryData`, :func:`trajectory_loss`, :func:`predict`:
   identification and control with optax.
 - :class:`KuttaMerson`, :class:`RK4`: fixed-step Runge-Kutta methods as diffrax solvers;
-  :class:`Unrolled`: an explicit Runge-Kutta solver with its stages written out (faster
-  under `jax.vmap`).
+  :class:`Unrolled`, :class:`StageLoop`: an explicit Runge-Kutta solver with its stages
+  written out, or in a loop of sums (faster under `jax.vmap`; batches pick one by
+  themselves).
 - :mod:`ukjax.systems`: ready-made systems from the literature.
 - :func:`compiler_options`: the XLA options ukjax compiles its batched programs with (pass
   them to your own `jax.jit` around a large `jax.vmap(simulate)` on a CPU).
@@ -158,6 +159,7 @@ from ._stabilization import (
 from ._stabilization import (
     NoStabilization as NoStabilization,
 )
+from ._stage_loop import StageLoop as StageLoop
 from ._sweep import (
     RESULT_NAMES as RESULT_NAMES,
 )

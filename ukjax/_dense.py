@@ -20,8 +20,9 @@ Measured on that box (batch 1024, `jax.jit(jax.vmap(simulate))`, best of 7 inter
 calls, run seconds diffrax's interpolation -> this one): double rod at 1e-12, `Dopri8`
 0.523 -> 0.464, `Unrolled(Dopri8())` 0.420 -> 0.346, `Tsit5` at 1e-8 0.178 -> 0.132; the
 Duffing oscillator (501 saves) 0.484 -> 0.432, 0.438 -> 0.311, 0.233 -> 0.217. A forward
-`vmap` of :func:`ukjax.simulate` and :func:`ukjax.sweep` use it (:class:`PolynomialOutput`,
-or through :class:`ukjax.Unrolled`); a single trajectory keeps diffrax's interpolation (no
+`vmap` of :func:`ukjax.simulate` and :func:`ukjax.sweep` use it (through
+:class:`ukjax.StageLoop` or :class:`ukjax.Unrolled`, or as :class:`PolynomialOutput` for
+a method they run as it is); a single trajectory keeps diffrax's interpolation (no
 batched product to save, and its first call is compile-bound).
 
 Known weights (:func:`polynomial_weights`): diffrax's `Dopri8` (Bogacki-Shampine's
@@ -175,7 +176,7 @@ def polynomial_output(solver: diffrax.AbstractSolver):
 class PolynomialOutput(ForwardingSolver):
     """`inner` (a solver whose weights :func:`polynomial_weights` knows) with its dense
     output as :class:`PolynomialDense`: the same steps, the saves formed once per step.
-    What a batch runs for a method whose stages it does not write out (`Dopri8`).
+    The base of :class:`ukjax.StageLoop` and :class:`ukjax.Unrolled`.
 
     Example:
         >>> import diffrax

@@ -61,31 +61,6 @@ def vmapped(tree) -> bool:
     return any(type(x).__name__ == "BatchTracer" for x in _tracers(tree))
 
 
-def batch_size(tree) -> int:
-    """How many trajectories the values of `tree` stand for: the product of the sizes of
-    the `vmap` axes they are traced by (nested `vmap`s multiply), the largest over the
-    leaves; 1 when none.
-
-        >>> import jax
-        >>> from ukjax._tracing import batch_size
-        >>> seen = []
-        >>> f = lambda x: seen.append(batch_size(x)) or x
-        >>> ones = jax.numpy.ones
-        >>> _ = f(1.0), jax.vmap(f)(ones(3)), jax.vmap(jax.vmap(f))(ones((2, 5)))
-        >>> seen
-        [1, 3, 10]
-    """
-    sizes = [1]
-    for leaf in jax.tree_util.tree_leaves(tree):
-        size = 1
-        for x in _tracers(leaf):
-            dim = getattr(x, "batch_dim", None)
-            if type(x).__name__ == "BatchTracer" and isinstance(dim, int):
-                size *= getattr(x, "val").shape[dim]
-        sizes.append(size)
-    return max(sizes)
-
-
 def _tracers(tree):
     """Every tracer of `tree`'s values, outermost first: a nested transformation's
     tracer wraps the one beneath (JAX's tracers, looked at by their class names)."""

@@ -21,12 +21,13 @@ When it pays (measured on the 2-core CPU box, `benchmarks/RESULTS.md`, sweep sec
 under `jax.vmap`. A batch of 1024 double-rod or Duffing trajectories ran 1.4-1.9x faster
 than with diffrax's loop, 4096 of them 1.5-1.8x. The price is compilation: the program
 holds one copy of the vector field per stage (`Dopri5`: 7, `Dopri8`: 14), +0.0-0.7 s for
-`Dopri5` and +3-5.6 s for `Dopri8` on a batch of 1024. A single trajectory loses (up to
-2.7x slower, XLA compilation up to 8x longer): a single trajectory of
-:func:`ukjax.simulate` keeps diffrax's loop unless given an :class:`Unrolled` solver;
-:func:`ukjax.sweep` and a forward `jax.vmap` of :func:`ukjax.simulate` write out the
-stages of methods with at most :data:`SWEEP_STAGES` stages by default, and of any method
-(`Dopri8` included) from :data:`UNROLL_ALL_FROM` trajectories on (:func:`batched_solver`).
+`Dopri5` and +2.4-5.6 s for `Dopri8`. A single trajectory loses (up to 2.7x slower, XLA
+compilation up to 8x longer): a single trajectory of :func:`ukjax.simulate` keeps
+diffrax's loop unless given an :class:`Unrolled` solver. :func:`ukjax.sweep` and a
+forward `jax.vmap` of :func:`ukjax.simulate` write out the stages of methods with at most
+:data:`SWEEP_STAGES` stages, and run longer ones (`Dopri8`, the default) in
+:class:`ukjax.StageLoop`, as fast as written out at the compilation cost of diffrax's
+loop (:func:`batched_solver`).
 
 Example:
     >>> import jax, jax.numpy as jnp, diffrax, ukjax
@@ -44,77 +45,60 @@ Example:
 from __future__ import annotations
 
 import diffrax
-import equinox.internal as eqxi
-import jax
-import jax.numpy as jnp
-import jax.tree_util as jtu
 
 from ._dense import PolynomialOutput, combine, polynomial_weights
 from ._integrators import default_solver
+from ._stage_loop import ExplicitStages, StageLoop, unrollable
 
 
-SWEEP_STAGES = 7  # batches write out the stages of methods with at most this many
-# ... and of every method from this many trajectories on. Dopri8 at 1e-12, jit(vmap), run
-# seconds written out / looped on the 2-core box (stop 35, best of 3; compile +2.4-3.1 s):
-# double rod 1.10 / 1.79 (4096), 2.12 / 4.29 (8192), 3.83 / 10.42 (16384); Duffing 1.41 /
-# 1.83, 2.37 / 3.11, 4.17 / 6.18. The looped stages slow down past 8192 (their stage
-# buffer leaves the cache); from 16384 the written-out stages repay their compilation
-# (double rod 11.9 vs 15.7 s in all, Duffing 10.3 vs 10.1 s).
-UNROLL_ALL_FROM = 16384
+SWEEP_STAGES = 7  # batches write out the stages of methods with at most this many, and
+# run longer ones in a StageLoop. Dopri8 at 1e-12, jit(vmap), run s diffrax's loop /
+# written out / StageLoop (2-core box, best of 3, ukjax._stage_loop): double rod 0.47 /
+# 0.34 / 0.22 (1024), 1.86 / 1.13 / 1.06 (4096), - / 3.81 / 3.07 (16384); Duffing 0.42 /
+# 0.44 / 0.35, 1.74 / 1.38 / 1.45, - / 4.04 / 4.31; written out compiles 1.5-3 s longer.
+# Dopri5 at 1e-8, batch 1024, written out / StageLoop: double rod 0.18 / 0.19, Duffing
+# 0.18 / 0.27; Tsit5 0.14 / 0.14 and 0.17 / 0.24.
 
 
-def unrollable(solver: diffrax.AbstractSolver) -> bool:
-    """Whether `solver` is an explicit Runge-Kutta method with one Butcher tableau (what
-    :class:`Unrolled` can write out): diffrax's `Dopri5`, `Dopri8`, `Tsit5`, `Bosh3`,
-    `Heun`, `Ralston`, `Midpoint`, ukjax's `RK4` and `KuttaMerson`, or an `AbstractERK` of
-    the user's."""
-    tableau = getattr(solver, "tableau", None)
-    return (
-        isinstance(solver, diffrax.AbstractERK)
-        and not isinstance(solver, diffrax.AbstractWrappedSolver)
-        and isinstance(tableau, diffrax.ButcherTableau)
-        and not tableau.implicit
-    )
+def batched_solver(solver: diffrax.AbstractSolver | None) -> diffrax.AbstractSolver:
+    """The solver a batch of trajectories runs (:func:`ukjax.sweep`, a forward `jax.vmap`
+    of :func:`ukjax.simulate`) for the `solver` it is given (`None`:
+    :func:`ukjax.simulate`'s default, `Dopri8`): an :func:`unrollable` method as
+    :class:`Unrolled` when it has at most :data:`SWEEP_STAGES` stages and as
+    :class:`ukjax.StageLoop` when it has more; anything else as it is, except that a
+    method whose dense output :mod:`ukjax._dense` knows gets it as
+    :class:`ukjax._dense.PolynomialOutput`. A solver the user wrapped (`Unrolled`,
+    `StageLoop`, ...) is kept.
 
-
-def batched_solver(
-    solver: diffrax.AbstractSolver | None, batch: int = 1
-) -> diffrax.AbstractSolver | None:
-    """The solver a batch of `batch` trajectories runs (:func:`ukjax.sweep`, a forward
-    `jax.vmap` of :func:`ukjax.simulate`) for the `solver` it is given (`None`:
-    :func:`ukjax.simulate`'s default, `Dopri8`): :class:`Unrolled` around an
-    :func:`unrollable` method of at most :data:`SWEEP_STAGES` stages (where the
-    written-out stages cost a few tenths of a second of compilation), or of any number of
-    stages from :data:`UNROLL_ALL_FROM` trajectories on; anything else as it is, except
-    that a method whose dense output :mod:`ukjax._dense` knows (`Dopri8`) gets it as
-    :class:`ukjax._dense.PolynomialOutput`."""
-    if solver is None:
-        if batch < UNROLL_ALL_FROM:
-            return None  # simulate wraps its default itself
-        solver = default_solver()
+        >>> import diffrax
+        >>> from ukjax._unrolled import batched_solver
+        >>> given = (None, diffrax.Tsit5(), diffrax.Kvaerno5())
+        >>> [type(batched_solver(s)).__name__ for s in given]
+        ['StageLoop', 'Unrolled', 'Kvaerno5']
+    """
+    solver = default_solver() if solver is None else solver
     if unrollable(solver):
         stages = solver.tableau.num_stages  # pyright: ignore[reportAttributeAccessIssue]
-        if stages <= SWEEP_STAGES or batch >= UNROLL_ALL_FROM:
+        if stages <= SWEEP_STAGES:
             return Unrolled(solver)  # pyright: ignore[reportCallIssue]
+        return StageLoop(solver)  # pyright: ignore[reportCallIssue]
     if polynomial_weights(solver) is not None:
         return PolynomialOutput(solver)  # pyright: ignore[reportCallIssue]
     return solver
 
 
-class Unrolled(PolynomialOutput):
+class Unrolled(ExplicitStages):
     r"""`solver` (an explicit Runge-Kutta method of diffrax's or ukjax's) with the stages
     of each step written out instead of looped over; the same method and dense output.
 
-    Use it for batched runs (a forward `jax.vmap` of :func:`ukjax.simulate` and
-    :func:`ukjax.sweep` apply it themselves to methods of at most 7 stages, and to any
-    from 16384 trajectories on, so pass it for Dopri8 in smaller batches that repeat, or
-    where `vmap` reaches `simulate` through a `jit`): a batch of 1024 ran 1.4-1.9x
-    faster than with diffrax's stage loop on the 2-core box, at the cost of one copy of the
-    vector field per stage in the compiled program. A single trajectory is better off
-    with `solver` itself.
-
-    Raises ValueError when `solver` is not an explicit single-tableau Runge-Kutta method
-    (implicit, IMEX, SDE or wrapped solvers, Euler), naming what to pass instead.
+    Use it for batched runs of methods of few stages (a forward `jax.vmap` of
+    :func:`ukjax.simulate` and :func:`ukjax.sweep` apply it themselves to methods of at
+    most 7 stages; pass it where `vmap` reaches `simulate` through a `jit`): a batch of
+    1024 ran 1.4-1.9x faster than with diffrax's stage loop on the 2-core box, at the cost
+    of one copy of the vector field per stage in the compiled program. Methods of more
+    stages run as fast, and compile faster, in :class:`ukjax.StageLoop`. A single
+    trajectory is better off with `solver` itself. Raises ValueError for a solver it
+    cannot write out (implicit, IMEX, SDE or wrapped solvers, Euler).
 
     Example:
         >>> import diffrax, ukjax
@@ -122,42 +106,11 @@ class Unrolled(PolynomialOutput):
         5
     """
 
-    inner: diffrax.AbstractSolver
-
-    def __check_init__(self):
-        if not unrollable(self.inner):
-            raise ValueError(
-                "ukjax.Unrolled writes out the stages of an explicit Runge-Kutta method with "
-                f"one Butcher tableau (diffrax.Dopri5, Dopri8, Tsit5, Bosh3, ...); got "
-                f"{type(self.inner).__name__}. Pass that solver to simulate directly."
-            )
-
-    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        if terms.is_vf_expensive(t0, t1, y0, args):  # adjoint terms: diffrax's own step
-            return self.inner.step(terms, t0, t1, y0, args, solver_state, made_jump)
-        tableau = self.inner.tableau  # pyright: ignore[reportAttributeAccessIssue]
-        control = terms.contr(t0, t1)
-        if tableau.fsal:  # (diffrax's init gives such a method a state, and only such)
-            f0 = _first_stage(terms, t0, y0, args, solver_state, made_jump)
-        else:
-            f0 = terms.vf(t0, y0, args)
+    def stages(self, tableau, terms, t0, t1, y0, args, f0, control):
         ks = [terms.prod(f0, control)]
         f, y = f0, y0
         for a, c in zip(tableau.a_lower, tableau.c):
             y = combine(y0, a, ks)
             f = terms.vf(t0 + float(c) * (t1 - t0), y, args)
             ks.append(terms.prod(f, control))
-        y1 = y if tableau.ssal else combine(y0, tableau.b_sol, ks)
-        y_error = combine(None, tableau.b_error, ks)
-        dense = dict(y0=y0, y1=y1, k=jtu.tree_map(lambda *k: jnp.stack(k), *ks))
-        state = (jnp.array(False), f) if tableau.fsal else None
-        return y1, y_error, dense, state, diffrax.RESULTS.successful
-
-
-def _first_stage(terms, t0, y0, args, solver_state, made_jump):
-    """$f(t_0, y_0)$ of a first-same-as-last method: carried from the last step, except on
-    the first step and after a jump (for a whole batch when one member needs it, as diffrax
-    does, so that the branch stays a branch under vmap)."""
-    first, f0 = solver_state
-    fresh = eqxi.unvmap_any(first | made_jump)
-    return jax.lax.cond(fresh, lambda: terms.vf(t0, y0, args), lambda: f0)
+        return y, f, ks, None
