@@ -70,31 +70,16 @@ def unrollable(solver: diffrax.AbstractSolver) -> bool:
     )
 
 
-def refuse_non_explicit(wrapper: str, solver: diffrax.AbstractSolver) -> None:
-    """ValueError naming what to pass when `solver` is not :func:`unrollable`."""
-    if not unrollable(solver):
-        raise ValueError(
-            f"ukjax.{wrapper} runs the stages of an explicit Runge-Kutta method with one "
-            f"Butcher tableau (diffrax.Dopri5, Dopri8, Tsit5, Bosh3, ...); got "
-            f"{type(solver).__name__}. Pass that solver to simulate directly."
-        )
-
-
-def first_stage(terms, t0, y0, args, solver_state, made_jump):
-    """$f(t_0, y_0)$ of a first-same-as-last method: carried from the last step, except on
-    the first step and after a jump (for a whole batch when one member needs it, as diffrax
-    does, so that the branch stays a branch under vmap)."""
+def _initial_stage(tableau, terms, t0, y0, args, solver_state, made_jump):
+    """$f(t_0, y_0)$. A first-same-as-last method (diffrax's init gives such a method a
+    state, and only such) carries it from the last step, except on the first step and
+    after a jump (for a whole batch when one member needs it, as diffrax does, so that the
+    branch stays a branch under vmap); any other method evaluates it."""
+    if not tableau.fsal:
+        return terms.vf(t0, y0, args)
     first, f0 = solver_state
     fresh = eqxi.unvmap_any(first | made_jump)
     return jax.lax.cond(fresh, lambda: terms.vf(t0, y0, args), lambda: f0)
-
-
-def _initial_stage(tableau, terms, t0, y0, args, solver_state, made_jump):
-    """$f(t_0, y_0)$: :func:`first_stage` for a first-same-as-last method (diffrax's init
-    gives such a method a state, and only such), evaluated otherwise."""
-    if tableau.fsal:
-        return first_stage(terms, t0, y0, args, solver_state, made_jump)
-    return terms.vf(t0, y0, args)
 
 
 class ExplicitStages(PolynomialOutput):
@@ -109,7 +94,12 @@ class ExplicitStages(PolynomialOutput):
     inner: diffrax.AbstractSolver
 
     def __check_init__(self):
-        refuse_non_explicit(type(self).__name__, self.inner)
+        if not unrollable(self.inner):
+            raise ValueError(
+                f"ukjax.{type(self).__name__} runs the stages of an explicit Runge-Kutta "
+                "method with one Butcher tableau (diffrax.Dopri5, Dopri8, Tsit5, Bosh3, ...); "
+                f"got {type(self.inner).__name__}. Pass that solver to simulate directly."
+            )
 
     @abc.abstractmethod
     def stages(self, tableau, terms, t0, t1, y0, args, f0, control) -> tuple:

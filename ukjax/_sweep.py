@@ -351,8 +351,7 @@ def sweep(
         if out is None
         else _store(out, system, ts, batch, plan, save_final_only, simulate_kwargs)
     )
-    solver = batched_solver(simulate_kwargs.get("solver"))
-    run_kwargs = dict(simulate_kwargs, solver=solver)
+    run_kwargs = dict(simulate_kwargs, solver=batched_solver(simulate_kwargs.get("solver")))
     mine = plan.mine()
     results: dict[int, Chunk] = {}
     loaded = computed = 0
