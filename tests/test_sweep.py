@@ -256,21 +256,39 @@ def test_command_line(tmp_path):
     np.testing.assert_allclose(np.sum(r.q**2, axis=-1), 1.0, atol=1e-9)  # on the circle
 
 
-def test_a_second_sweep_of_the_same_structure_is_not_recompiled():
-    """The system's values and the save times are arguments of the compiled chunk program:
-    other gravity, states and times reuse it: the second sweep compiles nothing."""
-    q0, qd0 = _batch()
-    first = ukjax.sweep(CartesianPendulum(), q0, qd0, TS, chunk_size=B, progress=False)
-    qd0_2, ts_2 = 0.5 * qd0, TS + 1.0  # (computed before listening: eager ops compile)
+def _compiles(fn):
+    """(fn's value, the XLA compile durations it caused)."""
     compiles = []
     listener = lambda event, seconds, **kw: (
         compiles.append(seconds) if event == "/jax/core/compile/backend_compile_duration" else None
     )
     jax.monitoring.register_event_duration_secs_listener(listener)
     try:
-        again = ukjax.sweep(CartesianPendulum(g=3.0), q0, qd0_2, ts_2, chunk_size=B, progress=False)
+        return fn(), compiles
     finally:
         jax.monitoring.unregister_event_duration_listener(listener)
-    assert first.ok.all() and again.ok.all()
-    assert np.abs(again.q - first.q).max() > 1e-3  # it ran with the new values
-    assert not compiles, f"compiled {len(compiles)} programs ({sum(compiles):.1f} s)"
+
+
+def test_sweeps_of_one_structure_compile_at_most_twice_and_match_simulate():
+    """The first values of a structure get a program with them as constants; once other
+    values are swept, one program with the values (and ts) as arguments serves all later
+    ones. Every program gives what simulate gives, trajectory by trajectory."""
+    q0, qd0 = _batch()
+    run = lambda g, qd, ts: ukjax.sweep(
+        CartesianPendulum(g=g), q0, qd, ts, chunk_size=B, progress=False
+    )
+    qd0_2, ts_2 = 0.5 * qd0, TS + 1.0  # (computed before listening: eager ops compile)
+    first = run(4.25, qd0, TS)
+    same, compiles = _compiles(lambda: run(4.25, qd0_2, TS))  # same values, other states
+    assert not compiles, f"same values: compiled {len(compiles)} programs"
+    other = run(3.0, qd0_2, ts_2)  # other values: the generic program (compiled at most once)
+    third, compiles = _compiles(lambda: run(2.0, qd0, TS))
+    assert not compiles, f"third values: compiled {len(compiles)} programs"
+    cases = ((first, 4.25, qd0, TS), (same, 4.25, qd0_2, TS), (other, 3.0, qd0_2, ts_2))
+    for res, g, qd, ts in cases + ((third, 2.0, qd0, TS),):
+        assert res.ok.all()
+        for i in (0, B - 1):
+            sol = ukjax.simulate(CartesianPendulum(g=g), q0[i], qd[i], ts)
+            np.testing.assert_allclose(res.q[i], sol.q, rtol=0, atol=1e-10)
+            np.testing.assert_allclose(res.qd[i], sol.qd, rtol=0, atol=1e-10)
+    assert np.abs(other.q - same.q).max() > 1e-3  # it ran with the new values

@@ -96,7 +96,10 @@ class _Batch(NamedTuple):
         return self.q0.shape[0]
 
     def take(self, idx) -> tuple:
-        return ({k: v[idx] for k, v in self.params.items()}, self.q0[idx], self.qd0[idx])
+        """The rows `idx` (host arrays: NumPy's indexing costs microseconds where an eager
+        JAX gather costs milliseconds)."""
+        pick = lambda x: np.asarray(x)[idx]
+        return ({k: pick(v) for k, v in self.params.items()}, pick(self.q0), pick(self.qd0))
 
 
 def _batch(system, q0, qd0, params) -> _Batch:
@@ -173,13 +176,10 @@ class _Layout(NamedTuple):
     final_only: bool
 
 
-@jit
-def _run_chunk(system: System, ts, params, q0, qd0, layout: _Layout, kwargs):
+def _chunk(system: System, ts, params, q0, qd0, layout: _Layout, kwargs):
     """One (padded) chunk: (chunk, ...) -> (devices, per_device, ...), vmapped over the
     sharded device axis; each device's share is a loop over groups of `width` (lax.map
-    vmaps within a group). The system and the save times are arguments, not constants, so
-    the compiled program is reused by every sweep of the same structure (another batch,
-    other parameter values, a resumed sweep)."""
+    vmaps within a group)."""
 
     def one(p, a, b):
         s = system
@@ -193,10 +193,51 @@ def _run_chunk(system: System, ts, params, q0, qd0, layout: _Layout, kwargs):
         return q, qd, code_of(sol.result), sol.stats["num_steps"]
 
     nd, per_device = layout.devices, layout.per_device
+    if layout.width == per_device:  # one group per device: a vmap (lax.map's loop of one
+        per_dev = jax.vmap(one)  # pass cost 5-10 %)
+    else:
+        per_dev = lambda *xs: jax.lax.map(lambda ys: one(*ys), xs, batch_size=layout.width)
+    if nd == 1:
+        return per_dev(params, q0, qd0)
     split = lambda x: x.reshape((nd, per_device) + x.shape[1:])
-    per_dev = lambda *xs: jax.lax.map(lambda ys: one(*ys), xs, batch_size=layout.width)
     out = jax.vmap(per_dev)(*jax.tree_util.tree_map(split, (params, q0, qd0)))
     return jax.tree_util.tree_map(lambda y: y.reshape((nd * per_device,) + y.shape[2:]), out)
+
+
+_run_chunk = jit(_chunk)  # the generic program: the system's values and ts are arguments
+
+_FIRST_VALUES: dict[str, str] = {}  # structure -> digest of the first values swept with it
+_SPECIALISED: dict[str, Callable] = {}  # structure -> its program for those first values
+
+
+def _program(system: System, ts, layout: _Layout, kwargs) -> Callable:
+    """The compiled chunk program for this sweep, as a function of (params, q0, qd0).
+
+    The first values (the system's fields other than `params`, and `ts`) swept with a
+    structure get a program in which they are constants; once other values of the same
+    structure are swept, that structure uses one program that takes them as arguments
+    (:data:`_run_chunk`), compiled once for all later values. Constants let XLA fold and
+    fuse them: the Duffing oscillator's chunk ran 1.15-1.2x faster that way (its sine,
+    cosine and exponential of t are evaluated 41 instead of 49 times per step)."""
+    dynamic = floatify(system)
+    treedef, leaves = system_signature(dynamic)
+    ts_np = np.asarray(ts)
+    structure = repr(
+        [
+            type(system).__name__,
+            treedef,
+            [(x.shape, x.dtype.str) for x in leaves],
+            (ts_np.shape, ts_np.dtype.str),
+            layout,
+            sorted(kwargs.items(), key=lambda kv: kv[0]),
+        ]
+    )
+    values = fingerprint(ts_np, *leaves, extra="values")
+    if _FIRST_VALUES.setdefault(structure, values) != values:
+        return lambda p, a, b: _run_chunk(dynamic, ts, p, a, b, layout, kwargs)
+    if structure not in _SPECIALISED:
+        _SPECIALISED[structure] = jit(lambda p, a, b: _chunk(system, ts, p, a, b, layout, kwargs))
+    return _SPECIALISED[structure]
 
 
 def _sharding(plan: _Plan):
@@ -280,9 +321,7 @@ def sweep(
     r"""Simulate one system over a large batch of initial conditions and/or parameters.
 
     The batch is cut into chunks of `chunk_size` trajectories. Each chunk is one call of a
-    jitted ``vmap`` of :func:`ukjax.simulate` (compiled once: the last chunk is padded; the
-    system's values and the save times are arguments of the compiled program, so a later
-    sweep of the same system type, shapes and options reuses it without compiling),
+    jitted ``vmap`` of :func:`ukjax.simulate` (compiled once: the last chunk is padded),
     sharded over `devices` along the batch axis with :mod:`jax.sharding`, and, when `out`
     is given, written to ``out/chunk_XXXXXX.npz`` as soon as it finishes (atomically: a
     temporary file is renamed). Calling :func:`sweep` again with the same arguments and
@@ -294,6 +333,16 @@ def sweep(
     them a shared `out` folder and the same arguments: process ``k`` of ``P`` computes the
     chunks ``i`` with ``i % P == k`` on its local devices. Each returns when its own
     chunks are done; :func:`load_sweep` gathers the whole result once all have finished.
+
+    **Compilation.** The first sweep of a system type (with its field shapes, `params`
+    names, save count and options) compiles a program in which the system's other values
+    and `ts` are constants, as in a ``jax.jit`` of a ``vmap`` that closes over them (XLA
+    folds them: up to 1.2x faster, measured on a forced oscillator). A later sweep with
+    the same values (another batch, a resumed sweep) reuses it. Once other values of the
+    same structure are swept, that structure switches to one program that takes the values
+    and `ts` as arguments, compiled once and reused by every later sweep: a loop of sweeps
+    over a parameter compiles at most twice. Values that vary within a sweep belong in
+    `params` (always arguments).
 
     **Arguments:**
 
@@ -345,13 +394,13 @@ def sweep(
     simulate_kwargs.setdefault("throw", False)
     layout = _Layout(len(plan.devices), plan.per_device, plan.width, save_final_only)
     sharding = _sharding(plan)
-    dynamic = floatify(system)  # float fields traced: other values reuse the program
     store = (
         None
         if out is None
         else _store(out, system, ts, batch, plan, save_final_only, simulate_kwargs)
     )
     run_kwargs = dict(simulate_kwargs, solver=batched_solver(simulate_kwargs.get("solver")))
+    program = _program(system, ts, layout, run_kwargs)
     mine = plan.mine()
     results: dict[int, Chunk] = {}
     loaded = computed = 0
@@ -367,7 +416,7 @@ def sweep(
         idx = np.minimum(np.arange(lo, lo + plan.chunk), B - 1)  # pad with the last one
         p, a, b = jax.device_put(batch.take(idx), sharding)
         # trace-time errors surface in the first call, before anything is written
-        outs = jax.device_get(_run_chunk(dynamic, ts, p, a, b, layout, run_kwargs))
+        outs = jax.device_get(program(p, a, b))
         results[i] = Chunk(*(np.asarray(x[: hi - lo]) for x in outs))
         if store is not None:
             store.create()  # idempotent: meta.json is written once
