@@ -22,7 +22,11 @@ ukjax's.
   first round the first chunk includes compilation; compile time = first chunk - mean of
   the others.
 - `vmap`: `jax.jit(jax.vmap(simulate))` over the whole batch at once (`throw=True`, as a
-  user writes it); compile = `lower(...).compile()`, run = the compiled call.
+  user writes it), closing over the system and the save times (constants of the program)
+  and returning the whole `Solution` (q, qd, result code, statistics: what `sweep` returns
+  too; until stop 36 it returned q only); compile = `lower(...).compile()`, run = the
+  compiled call.
+- `vmap q only`: the same returning the positions only (XLA drops the velocities' saves).
 - `vmap+opts`: the same with `jax.jit(..., compiler_options=ukjax.compiler_options())`,
   the XLA options `simulate` and `sweep` compile their own programs with (on this jaxlib:
   no YNNPACK library fusions, see `ukjax._xla`).
@@ -47,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import NamedTuple
 
 import jax
 
@@ -167,10 +172,22 @@ def run_sweep(system, q0, qd0, ts, tol, solver, chunk, first: bool):
     return res.q, total - compile_s, compile_s, steps
 
 
-def compile_vmap(system, q0, qd0, ts, tol, solver, options=None):
-    """(compiled `jit(vmap(simulate))` over the batch, its inputs, compile s)."""
+class Positions(NamedTuple):
+    """A vmap's output when only the positions are kept."""
+
+    q: jax.Array
+
+
+def compile_vmap(system, q0, qd0, ts, tol, solver, options=None, q_only=False):
+    """(compiled `jit(vmap(simulate))` over the batch, its inputs, compile s). It returns
+    what `simulate` returns (the whole `Solution`: q, qd, result, stats), as `sweep` does,
+    or with `q_only` the positions only (XLA then drops the velocities' saves)."""
     ts = jnp.asarray(ts)
-    sim = lambda a, b: ukjax.simulate(system, a, b, ts, solver=solver(), rtol=tol, atol=tol).q
+
+    def sim(a, b):
+        sol = ukjax.simulate(system, a, b, ts, solver=solver(), rtol=tol, atol=tol)
+        return Positions(sol.q) if q_only else sol
+
     args = (jnp.asarray(q0), jnp.asarray(qd0))
     t0 = time.perf_counter()
     compiled = jax.jit(jax.vmap(sim), compiler_options=options).lower(*args).compile()
@@ -232,6 +249,7 @@ def main():
             opts = ukjax.compiler_options()
             vmap_c, vargs, compile_v = compile_vmap(system, q0, qd0, ts, tol, solver)
             opts_c, _, _ = compile_vmap(system, q0, qd0, ts, tol, solver, opts)
+            vq_c, _, compile_vq = compile_vmap(system, q0, qd0, ts, tol, solver, q_only=True)
             unrolled = lambda: ukjax.Unrolled(solver())
             # sweep and a forward vmap already write out the stages of this solver: the
             # Unrolled columns are the sweep and vmap columns
@@ -243,7 +261,7 @@ def main():
             idx = np.linspace(0, args.batch - 1, args.peer).astype(int)
             # Rounds interleave the four measurements, so that each sees the box in the
             # same state (its speed drifts by up to 2x over minutes); best round per column.
-            times = {k: [] for k in ("sweep", "sweep_unr", "vmap", "opts", "unr", "peer")}
+            times = {k: [] for k in ("sweep", "sweep_unr", "vmap", "vmap_q", "opts", "unr", "peer")}
             compile_s = compile_su = float("nan")
             for r in range(args.rounds):
                 q_s, run, c, steps = run_sweep(
@@ -260,6 +278,7 @@ def main():
                     times["sweep_unr"].append(run)
                 q_v, run = timed(vmap_c, *vargs)
                 times["vmap"].append(run)
+                times["vmap_q"].append(timed(vq_c, *vargs)[1])
                 times["opts"].append(timed(opts_c, *vargs)[1])
                 if unr_c is not None:
                     q_u, run = timed(unr_c, *vargs)
@@ -270,11 +289,11 @@ def main():
             finite = lambda k: [x for x in times[k] if np.isfinite(x)] or [np.nan]
             best = lambda k: min(finite(k))
             run_s, run_v, run_o, peer = (best(k) for k in ("sweep", "vmap", "opts", "peer"))
-            run_u, run_su = best("unr"), best("sweep_unr")
+            run_u, run_su, run_vq = best("unr"), best("sweep_unr"), best("vmap_q")
             if sweep_unrolls:  # the sweep and vmap columns are the written-out ones
                 run_su, compile_su = run_s, compile_s
                 run_u, compile_u = run_v, compile_v
-            q_v = np.asarray(q_v)
+            q_v = np.asarray(q_v.q)
             peer_total = peer * args.batch
             row = {
                 "system": name,
@@ -288,6 +307,8 @@ def main():
                 "vmap_run_s": run_v,
                 "vmap_compile_s": compile_v,
                 "vmap_options_run_s": run_o,
+                "vmap_q_only_run_s": run_vq,
+                "vmap_q_only_compile_s": compile_vq,
                 "vmap_unrolled_run_s": run_u,
                 "vmap_unrolled_compile_s": compile_u,
                 "sweep_writes_out_stages": sweep_unrolls,
@@ -300,6 +321,8 @@ def main():
                 "ratio_sweep": peer_total / run_s,
                 "ratio_vmap": peer_total / run_v,
                 "ratio_vmap_options": peer_total / run_o,
+                "ratio_vmap_q_only": peer_total / run_vq,
+                "sweep_over_vmap_q_only_time": run_s / run_vq,
                 "ratio_vmap_unrolled": peer_total / run_u,
                 "ratio_sweep_unrolled": peer_total / run_su,
                 "sweep_over_vmap_time": run_s / run_v,
@@ -308,7 +331,7 @@ def main():
                 "all_rounds_s": times,
                 "max_abs_sweep_minus_vmap": float(np.abs(q_s - q_v).max()),
                 "max_abs_unrolled_minus_vmap": (
-                    float(np.abs(np.asarray(q_u) - q_v).max()) if unr_c is not None else None
+                    float(np.abs(np.asarray(q_u.q) - q_v).max()) if unr_c is not None else None
                 ),
             }
             rows.append(row)
@@ -323,6 +346,10 @@ def main():
             print(
                 f"  jit(vmap)    run {run_v:7.2f} s  compile {compile_v:5.2f} s  "
                 f"{row['ratio_vmap']:,.0f}x the peer"
+            )
+            print(
+                f"  jit(vmap) q only  run {run_vq:7.2f} s  compile {compile_vq:5.2f} s  "
+                f"{row['ratio_vmap_q_only']:,.0f}x the peer"
             )
             print(
                 f"  jit(vmap, compiler_options=ukjax.compiler_options())  run {run_o:7.2f} s  "
@@ -345,24 +372,28 @@ def main():
             )
             spread = lambda k: max(finite(k)) / best(k)
             print(
-                "  max/min over rounds: sweep {:.2f}, vmap {:.2f}, vmap+opts {:.2f}, peer "
-                "{:.2f}".format(*(spread(k) for k in ("sweep", "vmap", "opts", "peer")))
+                "  max/min over rounds: sweep {:.2f}, vmap {:.2f}, vmap q only {:.2f}, "
+                "vmap+opts {:.2f}, peer {:.2f}".format(
+                    *(spread(k) for k in ("sweep", "vmap", "vmap_q", "opts", "peer"))
+                )
             )
             if unr_c is not None:
                 print(f"  max/min over rounds: vmap Unrolled {spread('unr'):.2f}")
     print(
-        "\n| system | rtol | ukjax / scipy | sweep run s | vmap run s | vmap+opts run s | "
-        "vmap Unrolled run s | sweep Unrolled run s | peer s | sweep × | vmap × | "
-        "vmap+opts × | vmap Unrolled × | sweep Unrolled × |"
+        "\n| system | rtol | ukjax / scipy | sweep run s | vmap run s | vmap q only run s | "
+        "vmap+opts run s | vmap Unrolled run s | sweep Unrolled run s | peer s | sweep × | "
+        "vmap × | vmap q only × | vmap+opts × | vmap Unrolled × | sweep Unrolled × |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---" * 16 + "|")
     for r in rows:
         print(
             f"| {r['system']} | {r['tol']:g} | {r['ukjax_solver']} / {r['peer_method']} | "
-            f"{r['sweep_run_s']:.2f} | {r['vmap_run_s']:.2f} | {r['vmap_options_run_s']:.2f} | "
+            f"{r['sweep_run_s']:.2f} | {r['vmap_run_s']:.2f} | {r['vmap_q_only_run_s']:.2f} | "
+            f"{r['vmap_options_run_s']:.2f} | "
             f"{r['vmap_unrolled_run_s']:.2f} | {r['sweep_unrolled_run_s']:.2f} | "
             f"{r['peer_total_s_extrapolated']:,.0f} | "
             f"{r['ratio_sweep']:,.0f}× | {r['ratio_vmap']:,.0f}× | "
+            f"{r['ratio_vmap_q_only']:,.0f}× | "
             f"{r['ratio_vmap_options']:,.0f}× | {r['ratio_vmap_unrolled']:,.0f}× | "
             f"{r['ratio_sweep_unrolled']:,.0f}× |"
         )

@@ -1,5 +1,6 @@
 """Compiled-program hygiene: reduction-free unrolled kernels and ukjax's own XLA options."""
 
+import diffrax
 import jax
 import jax.extend
 import jax.numpy as jnp
@@ -128,3 +129,43 @@ def test_options_are_used_only_by_the_outermost_program():
     np.testing.assert_allclose(jax.vmap(g)(x[:, None])[:, 0], expected, rtol=1e-14)
     grad = jax.grad(lambda v: g(v).sum())(x)
     np.testing.assert_allclose(grad, np.cos(x) * x + np.sin(x), rtol=1e-13)
+
+
+@pytest.mark.parametrize("sizes", [(3, 3), (1,), (5, 2, 4), (40, 40)])
+def test_error_norm_is_the_rms_norm_and_reduction_free_for_small_states(rng, sizes):
+    """The default controller's norm equals optimistix's RMS norm (value and derivative,
+    zero derivative at zero); up to UNROLLED_NORM_MAX entries no reduction is left to
+    XLA (batched reductions over a short axis go to YNNPACK on the CPU)."""
+    import optimistix as optx
+
+    from ukjax._integrators import UNROLLED_NORM_MAX, error_norm
+
+    tree = tuple(jnp.asarray(rng.standard_normal(n)) for n in sizes)
+    np.testing.assert_allclose(error_norm(tree), optx.rms_norm(tree), rtol=1e-14)
+    grads = jax.grad(error_norm)(tree), jax.grad(optx.rms_norm)(tree)
+    for g, h in zip(*grads):
+        np.testing.assert_allclose(g, h, rtol=1e-13)
+    t = tuple(jnp.asarray(rng.standard_normal(n)) for n in sizes)
+    np.testing.assert_allclose(
+        jax.jvp(error_norm, (tree,), (t,))[1], jax.jvp(optx.rms_norm, (tree,), (t,))[1], rtol=1e-13
+    )
+    zeros = tuple(jnp.zeros(n) for n in sizes)
+    assert float(error_norm(zeros)) == 0.0
+    assert all(bool(jnp.all(g == 0)) for g in jax.grad(error_norm)(zeros))
+    batch = tuple(jnp.zeros((8, n)) for n in sizes)
+    used = primitives(jax.vmap(error_norm), batch)
+    if sum(sizes) <= UNROLLED_NORM_MAX:
+        assert not used & REDUCTIONS, used & REDUCTIONS
+
+
+def test_simulate_controls_the_error_with_the_reduction_free_norm():
+    """The default controller is diffrax's PID controller with ukjax's error norm; a
+    controller the user passes is used as given."""
+    from ukjax._integrators import error_norm
+    from ukjax._simulate import _controller
+
+    c = _controller(None, 1e-9, 1e-10, None, jnp.float64)
+    assert isinstance(c, diffrax.PIDController)
+    assert c.norm is error_norm and (c.rtol, c.atol) == (1e-9, 1e-10)
+    mine = diffrax.PIDController(rtol=1e-6, atol=1e-6)
+    assert _controller(mine, None, None, None, jnp.float64) is mine

@@ -27,7 +27,7 @@ from ._friction import (
 from ._hybrid import EventLog, HybridField, HybridIntegration
 from ._impulse import Impulses
 from ._initial import AbstractInitialConditions, InitialCheck, check_initial_policy
-from ._integrators import default_solver
+from ._integrators import default_controller, default_solver
 from ._probe import probe_indexing
 from ._results import RESULTS, promote
 from ._stabilization import AbstractStabilization, check_stabilization
@@ -301,9 +301,7 @@ def default_tolerances(dtype) -> tuple[float, float]:
 def _controller(stepsize_controller, rtol, atol, dt0, dtype):
     if stepsize_controller is None:
         rtol0, atol0 = default_tolerances(dtype)
-        return diffrax.PIDController(
-            rtol=rtol0 if rtol is None else rtol, atol=atol0 if atol is None else atol
-        )
+        return default_controller(rtol0 if rtol is None else rtol, atol0 if atol is None else atol)
     if rtol is not None or atol is not None:
         raise ValueError("Give either rtol/atol or stepsize_controller, not both.")
     if isinstance(stepsize_controller, diffrax.ConstantStepSize) and dt0 is None:
