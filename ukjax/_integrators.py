@@ -17,8 +17,7 @@ Example:
 
 from __future__ import annotations
 
-import functools
-import operator
+import math
 from typing import Any, ClassVar
 
 import diffrax
@@ -27,6 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 from diffrax import AbstractERK, ButcherTableau
+
+from ._kernels import norm_unrolled
 
 
 def default_solver() -> diffrax.AbstractSolver:
@@ -66,8 +67,8 @@ def error_norm(x: Any) -> jax.Array:
 
 @jax.custom_jvp
 def _unrolled_rms(leaves: list[jax.Array]) -> jax.Array:
-    squares = [leaf[i] * leaf[i] for leaf in leaves for i in range(leaf.size)]
-    return jnp.sqrt(functools.reduce(operator.add, squares) / len(squares))
+    flat = jnp.concatenate(leaves)
+    return norm_unrolled(flat) / math.sqrt(flat.size)  # as optimistix: 2-norm / sqrt(N)
 
 
 @_unrolled_rms.defjvp

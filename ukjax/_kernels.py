@@ -132,7 +132,7 @@ def _matmul_unrolled(A: jax.Array, X: jax.Array) -> jax.Array:
     return _sum_of_outer(unpack(A.T), unpack(X), shape, jnp.result_type(A, X))
 
 
-def _norm_unrolled(X: jax.Array) -> jax.Array:
+def norm_unrolled(X: jax.Array) -> jax.Array:
     """The 2-norm of a vector (Frobenius of a matrix) as a chain of multiply-adds."""
     entries = unpack(X.reshape(-1))
     total = jnp.zeros((), X.dtype)
@@ -173,7 +173,7 @@ UNROLLED = DenseOps(
     solve_lower_t=_solve_lower_t_unrolled,
     matmul=_matmul_unrolled,
     gram=_gram_unrolled,
-    norm=_norm_unrolled,
+    norm=norm_unrolled,
 )
 
 
