@@ -17,6 +17,7 @@ constraints stay redundant.
 from __future__ import annotations
 
 from functools import partial
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -133,6 +134,24 @@ def regularized_solve(
     full-rank Cholesky path costs whatever the rank. Derivatives are those of this smooth
     map (plain autodiff through one Cholesky factor and triangular solves).
     """
+    return regularized_iterates(B, E, tau, refinements, ops).Z
+
+
+class Iterates(NamedTuple):
+    """The regularised solve and what its derivative rule reuses
+    (:mod:`ukjax._uk_regularized`)."""
+
+    Z: jax.Array  # the solution (n, k)
+    ys: list  # the corrections y_k = tau^(2k) H^-(k+1) D E, k = 0..K (m, k each)
+    G: jax.Array  # B B^T (m, m), unscaled
+    d: jax.Array  # the row scales diag(G)^(-1/2), 0 on zero rows (m,)
+    Lg: jax.Array  # Cholesky factor of H = D G D + tau^2 I
+
+
+def regularized_iterates(
+    B: jax.Array, E: jax.Array, tau: float, refinements: int, ops: DenseOps = LAPACK
+) -> Iterates:
+    """:func:`regularized_solve` with its intermediates."""
     G = ops.gram(B)
     diag = jnp.diagonal(G)
     positive = diag > 0
@@ -143,10 +162,14 @@ def regularized_solve(
     m = B.shape[0]
     Lg = ops.cholesky(Gh + (tau * tau) * jnp.eye(m, dtype=B.dtype))
     solve = lambda R: ops.solve_lower_t(Lg, ops.solve_lower(Lg, R))
-    Z = ops.matmul(Bh.T, solve(Eh))
+    y = solve(Eh)
+    ys = [y]
+    Z = ops.matmul(Bh.T, y)
     for _ in range(refinements):
-        Z = Z + ops.matmul(Bh.T, solve(Eh - ops.matmul(Bh, Z)))
-    return Z
+        y = solve(Eh - ops.matmul(Bh, Z))
+        ys.append(y)
+        Z = Z + ops.matmul(Bh.T, y)
+    return Iterates(Z, ys, G, d, Lg)
 
 
 def weighted_pinv_solve(L: jax.Array, A: jax.Array, E: jax.Array) -> jax.Array:

@@ -28,11 +28,12 @@ from ._residuals import default_ic_tol, has_holonomic, phi, residuals, velocity_
 from ._results import RESULTS, message
 from ._stabilization import AbstractStabilization
 from ._system import System, as_time, check_state
+from ._uk_regularized import regularized_uk
 from ._uk_solvers import Regularized
 from ._wrapped import ForwardingSolver
 
 
-def _mass_metric_step(ops: DenseOps, L, J, r):
+def _mass_metric_step(ops: DenseOps, M, J, r):
     r"""Minimum-M-norm correction dx with J dx = -r: dx = -L^{-T} (J L^{-T})^+ r, the
     pseudo-inverse replaced by one Tikhonov solve with the default UK solver's $\tau$
     (:class:`ukjax.Regularized` without refinement), so that near a singular configuration
@@ -41,10 +42,14 @@ def _mass_metric_step(ops: DenseOps, L, J, r):
     1/(2\tau)$. Elsewhere it leaves a relative $\tau^2/\sigma^2$ of the residual (1e-10
     at $\sigma = 1$ in float64), which a Newton step on a residual of the order of the
     integrator's local error does not need to refine; the refinements of the UK solve
-    would double the program that the projection adds to every step."""
-    B = ops.solve_lower(L, J.T).T  # J L^{-T}
-    z = Regularized(refinements=0).pinv(B, r[:, None], ops)
-    return -ops.solve_lower_t(L, z)[:, 0]
+    would double the program that the projection adds to every step.
+
+    It is the UK acceleration of a system with mass matrix M, no force and the
+    constraint J dx = -r, so it is computed (and differentiated) by
+    :func:`ukjax._uk_regularized.regularized_uk`; the Cholesky factor of M it repeats
+    at every call is one computation after XLA's common-subexpression elimination."""
+    tau = Regularized().tau(M.dtype)
+    return regularized_uk(ops, tau, 0, M, None, J, -r, None).qdd
 
 
 def has_manifold(system: System, t, q, qd) -> bool:
@@ -72,12 +77,11 @@ def project(system: System, t, q, qd, iterations: int):
     # gives a projection onto the same manifold; this one is the mass metric to first order
     # in the correction, and it costs one evaluation of M instead of one per iteration).
     M = mass_matrix(system, t, q, jnp.zeros_like(q))
-    L = ops.cholesky(M)
     if has_holonomic(system, t, q):
 
         def pos_step(_, q_):
             J = jax.jacfwd(lambda x: phi(system, t, x))(q_)
-            return q_ + _mass_metric_step(ops, L, J, phi(system, t, q_))
+            return q_ + _mass_metric_step(ops, M, J, phi(system, t, q_))
 
         q = _repeat(pos_step, iterations, q)
 
@@ -85,7 +89,7 @@ def project(system: System, t, q, qd, iterations: int):
         h = lambda v: velocity_level(system, t, q, v)
 
         def vel_step(_, qd_):
-            return qd_ + _mass_metric_step(ops, L, jax.jacfwd(h)(qd_), h(qd_))
+            return qd_ + _mass_metric_step(ops, M, jax.jacfwd(h)(qd_), h(qd_))
 
         qd = _repeat(vel_step, iterations, qd)
     return q, qd

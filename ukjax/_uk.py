@@ -41,7 +41,8 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._errors import print_if
 from ._results import RESULTS, first_failure, message
-from ._uk_solvers import AbstractUKSolver, check_uk_solver
+from ._uk_regularized import regularized_uk
+from ._uk_solvers import AbstractUKSolver, Regularized, check_uk_solver
 
 
 class UKTerms(NamedTuple):
@@ -110,6 +111,8 @@ def uk_terms(M, Q, A, b, C=None, *, uk_solver: AbstractUKSolver | None = None) -
     ops = uk_solver.kernels.ops(n)
     L = ops.cholesky(M)
     spd_ok = jnp.all(jnp.isfinite(L))
+    if m > 0 and isinstance(uk_solver, Regularized):
+        return _regularized_terms(M, Q, A, b, C, uk_solver, ops, spd_ok)
     solve_M = lambda v: ops.solve_lower_t(L, ops.solve_lower(L, v))
     a = solve_M(Q)
     zeros = jnp.zeros(n, M.dtype)
@@ -136,6 +139,19 @@ def uk_terms(M, Q, A, b, C=None, *, uk_solver: AbstractUKSolver | None = None) -
     # Relative size of the part of b - A a that lies outside the range of A.
     inconsistency = relative_residual(B, z, e, ops.matmul(B, z) - e, ops.norm)
     return UKTerms(qdd, a, Qc_i, Qc_ni, residual, inconsistency, spd_ok, floor)
+
+
+def _regularized_terms(M, Q, A, b, C, uk_solver: Regularized, ops, spd_ok) -> UKTerms:
+    """:func:`uk_terms` for :class:`ukjax.Regularized` and m > 0: the same operations,
+    with the derivative rule of :mod:`ukjax._uk_regularized` (the consistency measure is
+    a check and is not differentiated). The Cholesky factor of M that `spd_ok` comes from
+    is the rule's own after XLA's common-subexpression elimination."""
+    tau, floor = uk_solver.tau(M.dtype), uk_solver.consistency_floor(M.dtype)
+    s = regularized_uk(ops, tau, uk_solver.refinements, M, Q, A, b, C)
+    residual = ops.matmul(A, s.qdd) - b
+    B, z, e = (jax.lax.stop_gradient(x) for x in (s.B, s.z, s.e))
+    inconsistency = relative_residual(B, z, e, ops.matmul(B, z) - e, ops.norm)
+    return UKTerms(s.qdd, s.a, s.Qc_ideal, s.Qc_nonideal, residual, inconsistency, spd_ok, floor)
 
 
 def relative_residual(B, z, e, r, norm: Callable = jnp.linalg.norm) -> jax.Array:
