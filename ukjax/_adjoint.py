@@ -40,9 +40,10 @@ from ._tracing import autodiff_modes
 
 # Steps replayed in one batch (their forward passes are independent given the stored
 # states, so they run as one vmap; their transposes then run in sequence). Measured on the
-# 5-link chain of benchmarks/gradients.py: 1 -> 4.56x, 8 -> 4.27x, 16 -> 4.13x the
-# forward solve; 8 keeps the batch's residuals small (8 x 26 kB there).
-_CHUNK = 8
+# chains of benchmarks/gradients.py (value_and_grad / forward, best of 30 interleaved, the
+# replay in a StageLoop): 5 links 8 -> 2.75x, 16 -> 2.71x, 32 -> 2.69x; 4 links 3.73x,
+# 3.52x, 3.48x. 16 keeps the batch's residuals small (16 x 26 kB at 5 links).
+_CHUNK = 16
 
 # The default adjoint replays when the stored states take at most DEFAULT_BUDGET bytes per
 # trajectory (max_steps x state size x itemsize) and, for a batch whose size the caller
