@@ -83,7 +83,7 @@ CASES = [  # kernels, n, m, non-ideal C, force Q (Q None: the projection's steps
     (LAPACK, 10, 5, True, True),
     pytest.param(LAPACK, 4, 2, False, True, marks=pytest.mark.slow),
     pytest.param(LAPACK, 6, 6, True, True, marks=pytest.mark.slow),  # m = n: no Qc_nonideal
-    (UNROLLED, 4, 2, True, True),
+    pytest.param(UNROLLED, 4, 2, True, True, marks=pytest.mark.slow),
     pytest.param(UNROLLED, 6, 6, False, True, marks=pytest.mark.slow),
     (UNROLLED, 5, 3, False, False),
 ]
@@ -139,6 +139,7 @@ def test_rule_at_redundant_rows_matches_the_solve_without_them_and_central_diffe
     close(inner(vjp(new, args, cts), t), inner(vjp(drop, args, cts), t), 1e-9)
 
 
+@pytest.mark.slow
 def test_second_derivatives_through_the_rule(rng):
     """The rule is differentiated again by autodiff (jax.hessian: forward over reverse)."""
     M, Q, A, b, C = problem(rng, 5, 3)
