@@ -28,7 +28,6 @@ from ._residuals import default_ic_tol, has_holonomic, phi, residuals, velocity_
 from ._results import RESULTS, message
 from ._stabilization import AbstractStabilization
 from ._system import System, as_time, check_state
-from ._uk_regularized import regularized_uk
 from ._uk_solvers import Regularized
 from ._wrapped import ForwardingSolver
 
@@ -45,11 +44,10 @@ def _mass_metric_step(ops: DenseOps, M, J, r):
     would double the program that the projection adds to every step.
 
     It is the UK acceleration of a system with mass matrix M, no force and the
-    constraint J dx = -r, so it is computed (and differentiated) by
-    :func:`ukjax._uk_regularized.regularized_uk`; the Cholesky factor of M it repeats
-    at every call is one computation after XLA's common-subexpression elimination."""
-    tau = Regularized().tau(M.dtype)
-    return regularized_uk(ops, tau, 0, M, None, J, -r, None).qdd
+    constraint J dx = -r, so it is that solve (and its derivative rule,
+    :mod:`ukjax._uk_regularized`); the Cholesky factor of M it repeats at every call is
+    one computation after XLA's common-subexpression elimination."""
+    return Regularized(refinements=0).solve(M, None, J, -r, None, ops).qdd
 
 
 def has_manifold(system: System, t, q, qd) -> bool:

@@ -210,7 +210,11 @@ class _Integration(eqx.Module):
         return diffrax.SaveAt(subs=[saves, *extra])
 
     def _solver(self) -> diffrax.AbstractSolver:
-        solver = self.field.stabilization.wrap_solver(self.solver, self.field.system)
+        return self._wrap(self.solver)
+
+    def _wrap(self, solver: diffrax.AbstractSolver) -> diffrax.AbstractSolver:
+        """`solver` with the stabilisation's wrapper and the stall guard."""
+        solver = self.field.stabilization.wrap_solver(solver, self.field.system)
         return guard(solver, self.stepsize_controller)
 
     def _replay_solver(self) -> diffrax.AbstractSolver:
@@ -223,9 +227,7 @@ class _Integration(eqx.Module):
         of `benchmarks/gradients.py` (interleaved in one process, best of 25-30):
         5 links 3.29x -> 2.75x, 4 links 3.79x -> 3.65x, 3 links 3.82x -> 3.51x (written
         out, :class:`ukjax.Unrolled`: 3.03x at 5 links, and twice the compile time)."""
-        solver = StageLoop(self.solver) if unrollable(self.solver) else self.solver
-        solver = self.field.stabilization.wrap_solver(solver, self.field.system)
-        return guard(solver, self.stepsize_controller)
+        return self._wrap(StageLoop(self.solver) if unrollable(self.solver) else self.solver)
 
     def _save_fn(self):
         return self.field.stabilization.save_fn(self.field.system)

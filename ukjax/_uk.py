@@ -41,8 +41,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._errors import print_if
 from ._results import RESULTS, first_failure, message
-from ._uk_regularized import regularized_uk
-from ._uk_solvers import AbstractUKSolver, Regularized, check_uk_solver
+from ._uk_solvers import AbstractUKSolver, check_uk_solver
 
 
 class UKTerms(NamedTuple):
@@ -111,46 +110,20 @@ def uk_terms(M, Q, A, b, C=None, *, uk_solver: AbstractUKSolver | None = None) -
     ops = uk_solver.kernels.ops(n)
     L = ops.cholesky(M)
     spd_ok = jnp.all(jnp.isfinite(L))
-    if m > 0 and isinstance(uk_solver, Regularized):
-        return _regularized_terms(M, Q, A, b, C, uk_solver, ops, spd_ok)
-    solve_M = lambda v: ops.solve_lower_t(L, ops.solve_lower(L, v))
-    a = solve_M(Q)
-    zeros = jnp.zeros(n, M.dtype)
     if m == 0:
+        solve_M = lambda v: ops.solve_lower_t(L, ops.solve_lower(L, v))
+        a = solve_M(Q)
+        zeros = jnp.zeros(n, M.dtype)
         Qc_ni = zeros if C is None else C
         qdd = a if C is None else a + solve_M(C)
         return UKTerms(qdd, a, zeros, Qc_ni, jnp.zeros(0, M.dtype), jnp.zeros((), M.dtype), spd_ok)
-    floor = uk_solver.consistency_floor(M.dtype)
-    B = ops.solve_lower(L, A.T).T  # A L^{-T}, (m, n)
-    e = b - ops.matmul(A, a)
-    if C is None:
-        z = uk_solver.pinv(B, e[:, None], ops)[:, 0]  # B^+ (b - A a)
-        Qc_ni = zeros
-        y = z
-    else:
-        c_tilde = ops.solve_lower(L, C)  # L^{-1} C
-        E = jnp.stack([e, ops.matmul(B, c_tilde)], axis=1)
-        z, w = uk_solver.pinv(B, E, ops).T
-        Qc_ni = C - ops.matmul(L, w)  # M (I - A_M^+ A) M^{-1} C = C - L B^+ B L^{-1} C
-        y = z + c_tilde - w  # B^+ e + (I - B^+ B) L^{-1} C
-    Qc_i = ops.matmul(L, z)  # M A_M^+ (b - A a) = L B^+ (b - A a)
-    qdd = a + ops.solve_lower_t(L, y)
-    residual = ops.matmul(A, qdd) - b
-    # Relative size of the part of b - A a that lies outside the range of A.
-    inconsistency = relative_residual(B, z, e, ops.matmul(B, z) - e, ops.norm)
-    return UKTerms(qdd, a, Qc_i, Qc_ni, residual, inconsistency, spd_ok, floor)
-
-
-def _regularized_terms(M, Q, A, b, C, uk_solver: Regularized, ops, spd_ok) -> UKTerms:
-    """:func:`uk_terms` for :class:`ukjax.Regularized` and m > 0: the same operations,
-    with the derivative rule of :mod:`ukjax._uk_regularized` (the consistency measure is
-    a check and is not differentiated). The Cholesky factor of M that `spd_ok` comes from
-    is the rule's own after XLA's common-subexpression elimination."""
-    tau, floor = uk_solver.tau(M.dtype), uk_solver.consistency_floor(M.dtype)
-    s = regularized_uk(ops, tau, uk_solver.refinements, M, Q, A, b, C)
+    # The solve factors M itself: after XLA's common-subexpression elimination that is the
+    # factor `spd_ok` comes from.
+    s = uk_solver.solve(M, Q, A, b, C, ops)
     residual = ops.matmul(A, s.qdd) - b
-    B, z, e = (jax.lax.stop_gradient(x) for x in (s.B, s.z, s.e))
-    inconsistency = relative_residual(B, z, e, ops.matmul(B, z) - e, ops.norm)
+    # Relative size of the part of b - A a that lies outside the range of A.
+    inconsistency = relative_residual(s.B, s.z, s.e, ops.matmul(s.B, s.z) - s.e, ops.norm)
+    floor = uk_solver.consistency_floor(M.dtype)
     return UKTerms(s.qdd, s.a, s.Qc_ideal, s.Qc_nonideal, residual, inconsistency, spd_ok, floor)
 
 

@@ -56,19 +56,7 @@ import jax.numpy as jnp
 
 from ._kernels import DenseOps
 from ._linalg import regularized_iterates
-
-
-class Solved(NamedTuple):
-    """The outputs of the regularised UK solve (single state)."""
-
-    qdd: jax.Array  # (n,)
-    a: jax.Array  # M^{-1} Q (n,)
-    Qc_ideal: jax.Array  # (n,)
-    Qc_nonideal: jax.Array  # (n,)
-    # For the consistency check only (no derivative: the caller stops their gradient).
-    B: jax.Array  # A L^{-T} (m, n)
-    z: jax.Array  # B^+ (b - A a) (n,)
-    e: jax.Array  # b - A a (m,)
+from ._uk_formula import Solved, uk_formula
 
 
 class _Primal(NamedTuple):
@@ -86,41 +74,18 @@ class _Primal(NamedTuple):
 
 
 def _solve(ops: DenseOps, tau: float, K: int, M, Q, A, b, C) -> tuple[Solved, _Primal]:
-    n = M.shape[0]
-    L = ops.cholesky(M)
-    solve_M = lambda v: ops.solve_lower_t(L, ops.solve_lower(L, v))
-    B = ops.solve_lower(L, A.T).T  # A L^{-T}
-    if Q is None:  # no force (a projection step)
-        a, e = jnp.zeros(n, M.dtype), b
-    else:
-        a = solve_M(Q)
-        e = b - ops.matmul(A, a)
-    if C is None:
-        E = e[:, None]
-        c_tilde = None
-    else:
-        c_tilde = ops.solve_lower(L, C)
-        E = jnp.stack([e, ops.matmul(B, c_tilde)], axis=1)
-    it = regularized_iterates(B, E, tau, K, ops)
-    Z = it.Z
-    z = Z[:, 0]
-    if c_tilde is None:
-        Qc_ni = jnp.zeros(n, M.dtype)
-        y = z
-    else:
-        assert C is not None
-        w = Z[:, 1]
-        Qc_ni = C - ops.matmul(L, w)
-        y = z + c_tilde - w
-    Qc_i = ops.matmul(L, z)
-    qdd = a + ops.solve_lower_t(L, y)
+    def pinv(B, E):
+        it = regularized_iterates(B, E, tau, K, ops)
+        return it.Z, it
+
+    out, inter = uk_formula(ops, M, Q, A, b, C, pinv)
+    L, it = inter.L, inter.aux
     Yc = [it.ys[0]]  # cumulative sums of the corrections
     for yk in it.ys[1:]:
         Yc.append(Yc[-1] + yk)
-    P = ops.solve_lower_t(L, B.T)  # M^{-1} A^T
-    c = None if c_tilde is None else ops.solve_lower_t(L, c_tilde)
-    primal = _Primal(L, it.Lg, P, it.G, it.d, E, Yc, Yc[-1], c)
-    return Solved(qdd, a, Qc_i, Qc_ni, B, z, e), primal
+    P = ops.solve_lower_t(L, out.B.T)  # M^{-1} A^T
+    c = None if inter.c_tilde is None else ops.solve_lower_t(L, inter.c_tilde)
+    return out, _Primal(L, it.Lg, P, it.G, it.d, inter.E, Yc, Yc[-1], c)
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(0, 1, 2))

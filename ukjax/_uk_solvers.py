@@ -31,6 +31,8 @@ from jaxtyping import Array, Float
 
 from ._kernels import AbstractKernels, AutoKernels, DenseOps
 from ._linalg import default_regularization, full_rank_solve, pinv_solve, regularized_solve
+from ._uk_formula import Solved, uk_formula
+from ._uk_regularized import regularized_uk
 
 
 class AbstractUKSolver(eqx.Module):
@@ -46,6 +48,12 @@ class AbstractUKSolver(eqx.Module):
         self, B: Float[Array, "m n"], E: Float[Array, "m k"], ops: DenseOps
     ) -> Float[Array, "n k"]:
         """$B^+E$, the minimum-norm least-squares solution of $BZ = E$."""
+
+    def solve(self, M, Q, A, b, C, ops: DenseOps) -> Solved:
+        """The UK solve of one state with m > 0 constraints (:mod:`ukjax._uk_formula`)
+        with this solver's :meth:`pinv`; `Q` may be None (no force), `C` None (ideal).
+        Differentiated by autodiff unless a subclass has a rule of its own."""
+        return uk_formula(ops, M, Q, A, b, C, lambda B, E: (self.pinv(B, E, ops), None))[0]
 
     def consistency_floor(self, dtype) -> float:
         """Relative least-squares residual that this solver's own approximation may leave
@@ -123,6 +131,11 @@ class Regularized(AbstractUKSolver):
 
     def pinv(self, B, E, ops):
         return regularized_solve(B, E, self.tau(B.dtype), self.refinements, ops)
+
+    def solve(self, M, Q, A, b, C, ops):
+        """The same operations, with the derivative rule of :mod:`ukjax._uk_regularized`
+        (a tangent written with the forward pass's Cholesky factors)."""
+        return regularized_uk(ops, self.tau(M.dtype), self.refinements, M, Q, A, b, C)
 
     def consistency_floor(self, dtype) -> float:
         return 10.0 * self.tau(dtype)
