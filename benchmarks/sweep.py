@@ -18,9 +18,12 @@ integrates a subset of the batch (the same trajectories, evenly spaced); its tim
 trajectory is extrapolated to the whole batch, and every peer trajectory is compared with
 ukjax's.
 
-- `sweep`: wall time of `ukjax.sweep` (chunks of 1024, in memory, `throw=False`). In the
-  first round the first chunk includes compilation; compile time = first chunk - mean of
-  the others.
+- `sweep`: wall time of `ukjax.sweep` (chunks of 1024, in memory, `throw=False`) at its
+  defaults: on the CPU one chunk per core at once, on threads (XLA:CPU runs a program on
+  the calling thread's core, so plain vmap uses one core). Compile time = its first call
+  less its best later call. The peer (scipy, one trajectory at a time) uses one core.
+- `sweep 1 worker`: the same with `workers=1` (one chunk at a time: one core, as plain vmap
+  and the peer).
 - `vmap`: `jax.jit(jax.vmap(simulate))` over the whole batch at once (`throw=True`, as a
   user writes it), closing over the system and the save times (constants of the program)
   and returning the whole `Solution` (q, qd, result code, statistics: what `sweep` returns
@@ -141,12 +144,9 @@ def cases(B: int):
     )
 
 
-def run_sweep(system, q0, qd0, ts, tol, solver, chunk, first: bool):
-    """(q, run s, compile s, mean steps) of one `ukjax.sweep`. On the `first` call the
-    compile time is the first chunk's minus the mean of the others and the run time the
-    rest (both nan for a single chunk, where they cannot be told apart); on later calls
-    (compiled already) the run time is the whole call's and the compile time nan."""
-    stamps = []
+def run_sweep(system, q0, qd0, ts, tol, solver, chunk, workers=None):
+    """(q, wall s, mean steps) of one in-memory `ukjax.sweep` (`workers=None`: its
+    default, one chunk per CPU core at once)."""
     t_start = time.perf_counter()
     res = ukjax.sweep(  # solver: a factory (a class, or a lambda building an Unrolled)
         system,
@@ -158,18 +158,11 @@ def run_sweep(system, q0, qd0, ts, tol, solver, chunk, first: bool):
         solver=solver(),
         rtol=tol,
         atol=tol,
-        on_chunk=lambda i, n: stamps.append(time.perf_counter()),
+        workers=workers,
     )
     total = time.perf_counter() - t_start
     assert res.ok.all(), f"{int((~res.ok).sum())} trajectories failed"
-    steps = float(np.mean(res.num_steps))
-    if not first:
-        return res.q, total, np.nan, steps
-    chunk_times = np.diff([t_start] + stamps)
-    if len(chunk_times) < 2:
-        return res.q, np.nan, np.nan, steps
-    compile_s = chunk_times[0] - chunk_times[1:].mean()
-    return res.q, total - compile_s, compile_s, steps
+    return res.q, total, float(np.mean(res.num_steps))
 
 
 class Positions(NamedTuple):
@@ -261,21 +254,23 @@ def main():
             idx = np.linspace(0, args.batch - 1, args.peer).astype(int)
             # Rounds interleave the four measurements, so that each sees the box in the
             # same state (its speed drifts by up to 2x over minutes); best round per column.
-            times = {k: [] for k in ("sweep", "sweep_unr", "vmap", "vmap_q", "opts", "unr", "peer")}
-            compile_s = compile_su = float("nan")
+            keys = ("sweep", "sweep1", "sweep_unr", "vmap", "vmap_q", "opts", "unr", "peer")
+            times = {k: [] for k in keys}
+            # compile s of a sweep: its first call (compiling) less its best later call
+            first_s = run_sweep(system, q0, qd0, ts, tol, solver, args.chunk)[1]
+            first_su = np.nan
+            if unr_c is not None and not sweep_unrolls:
+                first_su = run_sweep(system, q0, qd0, ts, tol, unrolled, args.chunk)[1]
             for r in range(args.rounds):
-                q_s, run, c, steps = run_sweep(
-                    system, q0, qd0, ts, tol, solver, args.chunk, first=r == 0
-                )
-                if r == 0:
-                    compile_s = c
+                q_s, run, steps = run_sweep(system, q0, qd0, ts, tol, solver, args.chunk)
                 times["sweep"].append(run)
+                times["sweep1"].append(
+                    run_sweep(system, q0, qd0, ts, tol, solver, args.chunk, workers=1)[1]
+                )
                 if unr_c is not None and not sweep_unrolls:
-                    _, run, c, _ = run_sweep(
-                        system, q0, qd0, ts, tol, unrolled, args.chunk, first=r == 0
+                    times["sweep_unr"].append(
+                        run_sweep(system, q0, qd0, ts, tol, unrolled, args.chunk)[1]
                     )
-                    compile_su = c if r == 0 else compile_su
-                    times["sweep_unr"].append(run)
                 q_v, run = timed(vmap_c, *vargs)
                 times["vmap"].append(run)
                 times["vmap_q"].append(timed(vq_c, *vargs)[1])
@@ -285,11 +280,12 @@ def main():
                     times["unr"].append(run)
                 peer, dev = run_peer(rhs, q0, qd0, ts, tol, method, idx, q_s)
                 times["peer"].append(peer)
-            # (a single-chunk sweep's first round has no run time of its own: nan)
             finite = lambda k: [x for x in times[k] if np.isfinite(x)] or [np.nan]
             best = lambda k: min(finite(k))
             run_s, run_v, run_o, peer = (best(k) for k in ("sweep", "vmap", "opts", "peer"))
             run_u, run_su, run_vq = best("unr"), best("sweep_unr"), best("vmap_q")
+            run_s1 = best("sweep1")
+            compile_s, compile_su = first_s - run_s, first_su - run_su
             if sweep_unrolls:  # the sweep and vmap columns are the written-out ones
                 run_su, compile_su = run_s, compile_s
                 run_u, compile_u = run_v, compile_v
@@ -304,6 +300,10 @@ def main():
                 "mean_steps": steps,
                 "sweep_run_s": run_s,
                 "sweep_compile_s": compile_s,
+                "sweep_workers": ukjax._sweep._workers(None, jax.local_devices()),
+                "sweep_one_worker_run_s": run_s1,
+                "ratio_sweep_one_worker": peer * args.batch / run_s1,
+                "sweep_one_worker_over_vmap_time": run_s1 / run_v,
                 "vmap_run_s": run_v,
                 "vmap_compile_s": compile_v,
                 "vmap_options_run_s": run_o,
@@ -344,6 +344,10 @@ def main():
                 f"({steps:.0f} steps/trajectory)  {row['ratio_sweep']:,.0f}x the peer"
             )
             print(
+                f"  ukjax.sweep(workers=1)  run {run_s1:7.2f} s  "
+                f"{row['ratio_sweep_one_worker']:,.0f}x the peer"
+            )
+            print(
                 f"  jit(vmap)    run {run_v:7.2f} s  compile {compile_v:5.2f} s  "
                 f"{row['ratio_vmap']:,.0f}x the peer"
             )
@@ -372,27 +376,30 @@ def main():
             )
             spread = lambda k: max(finite(k)) / best(k)
             print(
-                "  max/min over rounds: sweep {:.2f}, vmap {:.2f}, vmap q only {:.2f}, "
-                "vmap+opts {:.2f}, peer {:.2f}".format(
-                    *(spread(k) for k in ("sweep", "vmap", "vmap_q", "opts", "peer"))
+                "  max/min over rounds: sweep {:.2f}, sweep 1 worker {:.2f}, vmap {:.2f}, "
+                "vmap q only {:.2f}, vmap+opts {:.2f}, peer {:.2f}".format(
+                    *(spread(k) for k in ("sweep", "sweep1", "vmap", "vmap_q", "opts", "peer"))
                 )
             )
             if unr_c is not None:
                 print(f"  max/min over rounds: vmap Unrolled {spread('unr'):.2f}")
     print(
-        "\n| system | rtol | ukjax / scipy | sweep run s | vmap run s | vmap q only run s | "
-        "vmap+opts run s | vmap Unrolled run s | sweep Unrolled run s | peer s | sweep × | "
-        "vmap × | vmap q only × | vmap+opts × | vmap Unrolled × | sweep Unrolled × |"
+        "\n| system | rtol | ukjax / scipy | sweep run s | sweep 1 worker s | vmap run s | "
+        "vmap q only run s | vmap+opts run s | vmap Unrolled run s | sweep Unrolled run s | "
+        "peer s | sweep × | sweep 1 worker × | vmap × | vmap q only × | vmap+opts × | "
+        "vmap Unrolled × | sweep Unrolled × |"
     )
-    print("|---" * 16 + "|")
+    print("|---" * 18 + "|")
     for r in rows:
         print(
             f"| {r['system']} | {r['tol']:g} | {r['ukjax_solver']} / {r['peer_method']} | "
-            f"{r['sweep_run_s']:.2f} | {r['vmap_run_s']:.2f} | {r['vmap_q_only_run_s']:.2f} | "
+            f"{r['sweep_run_s']:.2f} | {r['sweep_one_worker_run_s']:.2f} | "
+            f"{r['vmap_run_s']:.2f} | {r['vmap_q_only_run_s']:.2f} | "
             f"{r['vmap_options_run_s']:.2f} | "
             f"{r['vmap_unrolled_run_s']:.2f} | {r['sweep_unrolled_run_s']:.2f} | "
             f"{r['peer_total_s_extrapolated']:,.0f} | "
-            f"{r['ratio_sweep']:,.0f}× | {r['ratio_vmap']:,.0f}× | "
+            f"{r['ratio_sweep']:,.0f}× | {r['ratio_sweep_one_worker']:,.0f}× | "
+            f"{r['ratio_vmap']:,.0f}× | "
             f"{r['ratio_vmap_q_only']:,.0f}× | "
             f"{r['ratio_vmap_options']:,.0f}× | {r['ratio_vmap_unrolled']:,.0f}× | "
             f"{r['ratio_sweep_unrolled']:,.0f}× |"

@@ -49,6 +49,14 @@ def test_state_and_system_errors():
         ukjax.simulate(pend, jnp.array([1.0, 0]), jnp.zeros(2), ts, initial_conditions="project")
     with pytest.raises(TypeError, match="stabilization must be"):
         ukjax.simulate(pend, jnp.array([1.0, 0]), jnp.zeros(2), ts, stabilization="projection")
+    for bad, msg in (
+        (dict(rtol=-1e-8), "rtol must be finite and >= 0"),
+        (dict(atol=float("nan")), "atol must be finite and >= 0"),
+        (dict(rtol="tight"), "rtol must be a real number"),
+        (dict(rtol=0.0, atol=0.0), "both 0"),
+    ):
+        with pytest.raises(ValueError, match=msg):
+            ukjax.simulate(pend, jnp.array([1.0, 0]), jnp.zeros(2), ts, **bad)
 
     class NoInertia(ukjax.System):
         pass

@@ -154,6 +154,29 @@ def test_refuses_a_folder_of_another_sweep(tmp_path):
         )
 
 
+def test_workers_run_chunks_at_once_with_the_same_results_in_order(reference):
+    """Chunks computed on several threads (`workers`) give the bitwise result of one
+    thread, and are handed over (on_chunk) in chunk order; in memory, a batch smaller than
+    workers x chunk_size is cut into one chunk per worker."""
+    q0, qd0 = _batch()
+    run = lambda **kw: ukjax.sweep(
+        CartesianPendulum(), q0, qd0, TS, params=_params(), progress=False, **kw
+    )
+    runs, order = {}, {1: [], 3: []}
+    for w in (1, 3):
+        runs[w] = run(chunk_size=3, workers=w, on_chunk=lambda i, n, w=w: order[w].append(i))
+        assert order[w] == [0, 1, 2, 3] and runs[w].chunks_computed == 4
+    np.testing.assert_array_equal(runs[3].q, runs[1].q)
+    np.testing.assert_array_equal(runs[3].result, runs[1].result)
+    np.testing.assert_allclose(runs[3].q, reference.q, rtol=0, atol=1e-10)
+    split = run(chunk_size=B, workers=4)
+    assert split.chunks_computed == 4  # 12 = 4 x 3
+    np.testing.assert_allclose(split.q, reference.q, rtol=0, atol=1e-10)
+    for bad in (0, 1.5, True, "all"):
+        with pytest.raises(ValueError, match="workers must be"):
+            ukjax.sweep(CartesianPendulum(), q0, qd0, TS, workers=bad, progress=False)
+
+
 def test_bad_inputs():
     q0, qd0 = _batch()
     with pytest.raises(ValueError, match="no field 'mass_typo'"):

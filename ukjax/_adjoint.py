@@ -253,11 +253,11 @@ def _bwd(steps, g, perturbed, vjp_arg, args):
             j, d_saves, dense_bar = lax.while_loop(has_save, add_save, (j, *zeros))
             d_step, y_new = pullback((y_bar, dense_bar))
             d_new = _add(d_bar, _add(d_step, d_saves))
-            keep = k >= 0
-            pick = lambda a, b: jax.tree_util.tree_map(lambda x, y: jnp.where(keep, x, y), a, b)
-            return pick(y_new, y_bar), pick(d_new, d_bar), j
+            return y_new, d_new, j
 
-        y_bar, d_bar, j = lax.fori_loop(0, width, one, (y_bar, d_bar, j))
+        # the last chunk transposes only the steps it holds (those below 0 are padding)
+        stop = jnp.minimum(width, top + 1)
+        y_bar, d_bar, j = lax.fori_loop(0, stop, one, (y_bar, d_bar, j))
         return top - width, y_bar, d_bar, j
 
     d_bar = jax.tree_util.tree_map(jnp.zeros_like, diff)

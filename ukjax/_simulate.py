@@ -315,10 +315,30 @@ def default_tolerances(dtype) -> tuple[float, float]:
     return (1e-12, 1e-12) if jnp.finfo(dtype).bits >= 64 else (1e-6, 1e-6)
 
 
+def _check_tolerances(rtol, atol) -> None:
+    """ValueError unless rtol and atol are finite and >= 0, and not both 0 (values known
+    at trace time only: a traced tolerance is not checked)."""
+    known = {}
+    for name, value in (("rtol", rtol), ("atol", atol)):
+        if isinstance(value, Tracer):
+            continue
+        try:
+            v = float(np.asarray(value))
+        except (TypeError, ValueError):
+            raise ValueError(f"simulate: {name} must be a real number; got {value!r}.") from None
+        if not (np.isfinite(v) and v >= 0.0):
+            raise ValueError(f"simulate: {name} must be finite and >= 0; got {value!r}.")
+        known[name] = v
+    if known.get("rtol") == 0.0 and known.get("atol") == 0.0:
+        raise ValueError("simulate: rtol and atol are both 0: no step would be accepted.")
+
+
 def _controller(stepsize_controller, rtol, atol, dt0, dtype):
     if stepsize_controller is None:
         rtol0, atol0 = default_tolerances(dtype)
-        return default_controller(rtol0 if rtol is None else rtol, atol0 if atol is None else atol)
+        rtol, atol = rtol0 if rtol is None else rtol, atol0 if atol is None else atol
+        _check_tolerances(rtol, atol)
+        return default_controller(rtol, atol)
     if rtol is not None or atol is not None:
         raise ValueError("Give either rtol/atol or stepsize_controller, not both.")
     if isinstance(stepsize_controller, diffrax.ConstantStepSize) and dt0 is None:

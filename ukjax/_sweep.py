@@ -3,9 +3,14 @@ and resumable after an interruption."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import os
 import sys
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Generator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -151,16 +156,17 @@ class _Plan(NamedTuple):
         return [i for i in range(self.n_chunks) if i % nproc == pid]
 
 
-def _plan(B: int, chunk_size: int, devices, vector_width: int | None) -> _Plan:
+def _plan(B: int, chunk_size: int, devices: list, vector_width: int | None, spread: int) -> _Plan:
+    """Chunks of at most `chunk_size` trajectories, and at least `spread` chunks when the
+    batch allows (one per worker)."""
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"sweep: chunk_size must be a positive integer; got {chunk_size!r}.")
     if vector_width is not None and (not isinstance(vector_width, int) or vector_width < 1):
         raise ValueError(
             f"sweep: vector_width must be a positive integer or None; got {vector_width!r}."
         )
-    devices = list(jax.local_devices() if devices is None else devices)
     nd = len(devices)
-    per_device = -(-min(chunk_size, B) // nd)
+    per_device = -(-min(chunk_size, -(-B // spread)) // nd)
     width = per_device if vector_width is None else min(vector_width, per_device)
     per_device = -(-per_device // width) * width
     chunk = per_device * nd
@@ -303,6 +309,53 @@ class _Progress:
         print(("\r" if self.tty else "") + line, end=end, file=sys.stderr, flush=True)
 
 
+def _cores() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _workers(workers: int | None, devices: list) -> int:
+    """How many chunks run at once: `workers`, or by default one per CPU core available
+    (per device when the batch is sharded over several host devices) on the CPU backend
+    and one elsewhere."""
+    if workers is None:
+        cpu = all(d.platform == "cpu" for d in devices)
+        return max(1, _cores() // len(devices)) if cpu else 1
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(f"sweep: workers must be a positive integer or None; got {workers!r}.")
+    return workers
+
+
+def _in_order(
+    fn: Callable[[int], Chunk], items: list[int], workers: int
+) -> Generator[tuple[int, Chunk], None, None]:
+    """Yield (i, fn(i)) for the items in their order, with up to `workers` calls running
+    at once on threads (XLA:CPU runs a program on the thread that calls it, on one core:
+    two chunks on two threads take the time of one). An exception of fn(i) is raised when
+    i's turn comes; the calls not yet started are then cancelled."""
+    if workers <= 1:
+        for i in items:
+            yield i, fn(i)
+        return
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="ukjax-sweep")
+    running: deque = deque()
+    pending = iter(items)
+    try:
+        for i in itertools.islice(pending, workers):
+            running.append((i, pool.submit(fn, i)))
+        while running:
+            i, future = running.popleft()
+            result = future.result()
+            for j in itertools.islice(pending, 1):
+                running.append((j, pool.submit(fn, j)))
+            yield i, result
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
 def sweep(
     system: System,
     q0,
@@ -317,6 +370,7 @@ def sweep(
     vector_width: int | None = None,
     progress: bool = True,
     on_chunk: Callable[[int, int], None] | None = None,
+    workers: int | None = None,
     **simulate_kwargs,
 ) -> SweepResult:
     r"""Simulate one system over a large batch of initial conditions and/or parameters.
@@ -353,11 +407,15 @@ def sweep(
     - `params`: optional ``{field_name: array (B, ...)}``: per-trajectory values of
       system fields (e.g. ``{"length": lengths}``).
     - `out`: folder for the chunk files (``None``: keep everything in memory).
-    - `chunk_size`: trajectories per chunk (rounded up to a multiple of the device count).
-      A vmapped chunk steps in lockstep until its slowest member is done, so a batch in
-      grid order (neighbours alike) wastes less in chunks than in one wide call: 1.5x less
-      time for a 4096 double-rod grid in chunks of 1024; shuffled, that batch gained nothing
-      (2.51 s in one call, 2.48 s in chunks of 256; `benchmarks/RESULTS.md`, sweep section).
+    - `chunk_size`: trajectories per chunk at most (rounded up to a multiple of the device
+      count). A vmapped chunk steps in lockstep until its slowest member is done, so a
+      batch in grid order (neighbours alike) wastes less in chunks than in one wide call:
+      1.5x less time for a 4096 double-rod grid in chunks of 1024; shuffled, that batch
+      gained nothing (2.51 s in one call, 2.48 s in chunks of 256; `benchmarks/RESULTS.md`,
+      sweep section). In memory (no `out`), a batch of fewer than `workers` x
+      `chunk_size` trajectories is cut into `workers` equal chunks, so that every core
+      has one; with `out` the chunks are `chunk_size` whatever the machine (the folder's
+      chunks must match when a sweep resumes, possibly elsewhere).
     - `save_final_only`: keep only the last state of each trajectory (`q`, `qd` of shape
       (B, 1, n)) instead of all of `ts`.
     - `devices`: devices to shard over; default all local devices of the default backend.
@@ -367,7 +425,16 @@ def sweep(
       share at once, i.e. the same program as a plain ``jax.vmap`` of :func:`simulate`.
     - `progress`: print a progress line on stderr.
     - `on_chunk`: called as ``on_chunk(i, n_chunks)`` after chunk ``i`` is finished and
-      saved.
+      saved (in the order of ``i``).
+    - `workers`: how many chunks run at once, each on its own thread. ``None`` (default):
+      on the CPU backend one per core this process may use (divided by the number of
+      devices the batch is sharded over), elsewhere 1. XLA:CPU runs such a program on the
+      thread that calls it, on one core, so a plain ``vmap`` of :func:`simulate` uses one
+      core however wide it is; on the 2-core test box two chunks on two threads ran a
+      4096-member Duffing batch in 0.40 s against 0.68 s for one ``jax.jit(jax.vmap(...))``
+      (``benchmarks/RESULTS.md``, sweep section). Results, files and `on_chunk` calls are
+      handled in chunk order on the calling thread; an error in one chunk is raised when
+      its turn comes, after the chunks before it are saved.
     - `simulate_kwargs`: passed to :func:`ukjax.simulate` (solver, rtol, atol, ...);
       ``throw`` defaults to ``False`` so that one failed trajectory does not stop a sweep:
       check ``result.ok``. An explicit Runge-Kutta `solver` of at most 7 stages
@@ -391,7 +458,11 @@ def sweep(
     ts = _check_ts(ts, q_first.dtype)
     probe_indexing(system, ts[0], q_first, qd_first)
     B = batch.size
-    plan = _plan(B, chunk_size, devices, vector_width)
+    devices = list(jax.local_devices() if devices is None else devices)
+    n_workers = _workers(workers, devices)
+    # in memory, a small batch is cut so that every worker has a chunk; with `out`, the
+    # chunks are `chunk_size` whatever the machine (a sweep resumes on another one)
+    plan = _plan(B, chunk_size, devices, vector_width, n_workers if out is None else 1)
     simulate_kwargs.setdefault("throw", False)
     layout = _Layout(len(plan.devices), plan.per_device, plan.width, save_final_only)
     sharding = _sharding(plan)
@@ -404,28 +475,36 @@ def sweep(
     program = _program(system, ts, layout, run_kwargs)
     mine = plan.mine()
     results: dict[int, Chunk] = {}
-    loaded = computed = 0
     bar = _Progress(len(mine), progress)
-    for done, i in enumerate(mine, start=1):
+    todo = []
+    for i in mine:
         chunk = None if store is None else store.load(i)
-        if chunk is not None:
-            results[i] = chunk
-            loaded += 1
-            bar.update(done, 0, loaded)
+        if chunk is None:
+            todo.append(i)
             continue
+        results[i] = chunk
+        bar.update(len(results), 0, len(results))
+
+    def compute(i: int) -> Chunk:
         lo, hi = plan.bounds(i, B)
         idx = np.minimum(np.arange(lo, lo + plan.chunk), B - 1)  # pad with the last one
         p, a, b = jax.device_put(batch.take(idx), sharding)
-        # trace-time errors surface in the first call, before anything is written
         outs = jax.device_get(program(p, a, b))
-        results[i] = Chunk(*(np.asarray(x[: hi - lo]) for x in outs))
-        if store is not None:
-            store.create()  # idempotent: meta.json is written once
-            store.save(i, results[i])
-        computed += 1
-        bar.update(done, hi - lo, loaded)
-        if on_chunk is not None:
-            on_chunk(i, plan.n_chunks)
+        return Chunk(*(np.asarray(x[: hi - lo]) for x in outs))
+
+    loaded = len(results)
+    with contextlib.closing(_in_order(compute, todo, min(n_workers, len(todo)))) as chunks:
+        for i, chunk in chunks:
+            # trace-time errors surface with the first chunk, before anything is written
+            results[i] = chunk
+            if store is not None:
+                store.create()  # idempotent: meta.json is written once
+                store.save(i, chunk)
+            lo, hi = plan.bounds(i, B)
+            bar.update(len(results), hi - lo, loaded)
+            if on_chunk is not None:
+                on_chunk(i, plan.n_chunks)
+    computed = len(todo)
     res = concatenate([results[i] for i in mine])
     ts_out = np.asarray(ts)[-1:] if save_final_only else np.asarray(ts)
     out_ = SweepResult(

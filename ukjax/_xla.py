@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -109,12 +110,14 @@ class _Jit:
         self._fn = fn
         self._batched = batched
         self._jitted: dict[bool, Callable] = {}
+        self._lock = threading.Lock()
 
     def __call__(self, *args, **kwargs):
         top = _top_level()
-        if top not in self._jitted:
-            options = compiler_options(self._batched) if top else {}
-            self._jitted[top] = _filter_jit(self._fn, options)
+        with self._lock:  # threads (sweep's workers) share one jit, so one compilation
+            if top not in self._jitted:
+                options = compiler_options(self._batched) if top else {}
+                self._jitted[top] = _filter_jit(self._fn, options)
         return self._jitted[top](*args, **kwargs)
 
 
