@@ -261,6 +261,8 @@ def test_command_line(tmp_path):
         "10",
         "--chunk",
         "4",
+        "--workers",
+        "2",
         "--t1",
         "0.5",
         "--saves",

@@ -195,6 +195,7 @@ def _sweep(args) -> int:
         out=args.out,
         chunk_size=args.chunk,
         vector_width=args.vector_width,
+        workers=args.workers,
         save_final_only=args.final_only,
         progress=not args.quiet,
     )
@@ -283,6 +284,12 @@ def main(argv=None) -> int:
         "--saves", type=_at_least_two, default=101, help="number of save times in [0, t1]"
     )
     sw.add_argument("--chunk", type=_positive_int, default=1024, help="trajectories per chunk")
+    sw.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        help="chunks run at once on threads (default: one per CPU core on the CPU, else 1)",
+    )
     sw.add_argument(
         "--vector-width",
         type=_positive_int,
