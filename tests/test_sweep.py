@@ -172,6 +172,11 @@ def test_workers_run_chunks_at_once_with_the_same_results_in_order(reference):
     split = run(chunk_size=B, workers=4)
     assert split.chunks_computed == 4  # 12 = 4 x 3
     np.testing.assert_allclose(split.q, reference.q, rtol=0, atol=1e-10)
+    # the default never holds more chunks at once than fit in a quarter of the memory
+    from ukjax._sweep import _memory_cap, _plan
+
+    plan = _plan(4096, 1024, jax.local_devices(), None, 1)
+    assert _memory_cap(plan, 101, 2, 8) >= 2 and _memory_cap(plan, 10**6, 10**3, 8) == 1
     for bad in (0, 1.5, True, "all"):
         with pytest.raises(ValueError, match="workers must be"):
             ukjax.sweep(CartesianPendulum(), q0, qd0, TS, workers=bad, progress=False)

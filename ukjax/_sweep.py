@@ -329,6 +329,18 @@ def _workers(workers: int | None, devices: list) -> int:
     return workers
 
 
+def _memory_cap(plan: _Plan, n_saves: int, n: int, itemsize: int) -> int:
+    """How many chunks fit at once in a quarter of the machine's memory (2 GiB where it
+    cannot be read), counting three copies of a chunk's saved positions and velocities
+    (its outputs, the program's save buffers, the host's copy)."""
+    per_chunk = 3 * 2 * plan.chunk * n_saves * n * itemsize
+    try:
+        budget = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+    except (AttributeError, ValueError, OSError):
+        budget = 2**31
+    return max(1, budget // max(per_chunk, 1))
+
+
 def _in_order(
     fn: Callable[[int], Chunk], items: list[int], workers: int
 ) -> Generator[tuple[int, Chunk], None, None]:
@@ -432,9 +444,11 @@ def sweep(
       thread that calls it, on one core, so a plain ``vmap`` of :func:`simulate` uses one
       core however wide it is; on the 2-core test box two chunks on two threads ran a
       4096-member Duffing batch in 0.40 s against 0.68 s for one ``jax.jit(jax.vmap(...))``
-      (``benchmarks/RESULTS.md``, sweep section). Results, files and `on_chunk` calls are
-      handled in chunk order on the calling thread; an error in one chunk is raised when
-      its turn comes, after the chunks before it are saved.
+      (``benchmarks/RESULTS.md``, sweep section). The default runs no more chunks at once
+      than fit in a quarter of the machine's memory (three copies of a chunk's saves
+      each). Results, files and `on_chunk` calls are handled in chunk order on the calling
+      thread; an error in one chunk is raised when its turn comes, after the chunks before
+      it are saved.
     - `simulate_kwargs`: passed to :func:`ukjax.simulate` (solver, rtol, atol, ...);
       ``throw`` defaults to ``False`` so that one failed trajectory does not stop a sweep:
       check ``result.ok``. An explicit Runge-Kutta `solver` of at most 7 stages
@@ -493,6 +507,9 @@ def sweep(
         return Chunk(*(np.asarray(x[: hi - lo]) for x in outs))
 
     loaded = len(results)
+    if workers is None:  # the default never runs more chunks at once than memory holds
+        n = batch.q0.shape[-1]
+        n_workers = min(n_workers, _memory_cap(plan, ts.shape[0], n, ts.dtype.itemsize))
     with contextlib.closing(_in_order(compute, todo, min(n_workers, len(todo)))) as chunks:
         for i, chunk in chunks:
             # trace-time errors surface with the first chunk, before anything is written
