@@ -1,6 +1,6 @@
 """Cost of gradients through simulate at the defaults a user gets: value_and_grad time /
-forward time for simulate's default adjoint (ukjax.ReplayAdjoint) and each diffrax
-adjoint, where the reverse pass spends its time (the forward sweep that records the states
+forward time for simulate's default adjoint (ukjax.ReplayAdjoint, every autodiff mode),
+the reverse-only ukjax.ReverseReplayAdjoint and each diffrax adjoint, where the reverse pass spends its time (the forward sweep that records the states
 vs the backward sweep), the same ratio for a plain diffrax
 ODE of the same size (the floor set by diffrax's checkpointed loop), central finite
 differences over the p parameters (the peer, 2p + 1 forward solves, in the same run), and
@@ -120,6 +120,11 @@ def main():
     g_ref = None
     adjoints = {
         "default: ukjax.ReplayAdjoint (reverse)": ("rev", None),
+        "default: ukjax.ReplayAdjoint (jacfwd)": ("fwd", None),
+        "ukjax.ReverseReplayAdjoint (reverse only; what fit uses)": (
+            "rev",
+            ukjax.ReverseReplayAdjoint(),
+        ),
         "RecursiveCheckpointAdjoint (diffrax's default)": (
             "rev",
             diffrax.RecursiveCheckpointAdjoint(),

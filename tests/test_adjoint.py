@@ -101,10 +101,13 @@ CASES = {
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("replay", [ukjax.ReplayAdjoint, ukjax.ReverseReplayAdjoint])
 @pytest.mark.parametrize("case", list(CASES))
-def test_replay_equals_the_checkpointed_gradient(case):
+def test_replay_equals_the_checkpointed_gradient(case, replay):
     """The same discrete derivative as diffrax's RecursiveCheckpointAdjoint: parameters and
-    (with IgnoreInitial) the initial state, saves inside steps and at step ends."""
+    (with IgnoreInitial) the initial state, saves inside steps and at step ends; for the
+    all-mode replay (its reverse mode is the transpose of its tangent sweep) and the
+    reverse-only one."""
     kw = dict(CASES[case])
     if "stepsize_controller" not in kw:
         kw.update(rtol=1e-9, atol=1e-9)
@@ -114,7 +117,7 @@ def test_replay_equals_the_checkpointed_gradient(case):
     grad = lambda adj: jax.jit(jax.grad(lambda p, y: _rod_loss(p, y, ts, adj, **kw), argnums))(
         params, y0
     )
-    replayed = grad(ukjax.ReplayAdjoint())
+    replayed = grad(replay())
     checkpointed = grad(diffrax.RecursiveCheckpointAdjoint())
     for a, b in zip(jax.tree_util.tree_leaves(replayed), jax.tree_util.tree_leaves(checkpointed)):
         assert np.all(np.isfinite(a))
@@ -138,12 +141,13 @@ def test_replay_under_vmap_matches_each_member():
         np.testing.assert_allclose(batch[i], member(a), rtol=1e-10, atol=1e-12)
 
 
-def test_replay_refuses_derivatives_wrt_save_times():
+@pytest.mark.parametrize("replay", [ukjax.ReplayAdjoint, ukjax.ReverseReplayAdjoint])
+def test_replay_refuses_derivatives_wrt_save_times(replay):
     params, y0 = _rod_state()
 
     def loss(t_end):
         ts = jnp.linspace(0.0, 1.0, 4) * t_end
-        return _rod_loss(params, y0, ts, ukjax.ReplayAdjoint(), solver=diffrax.Tsit5())
+        return _rod_loss(params, y0, ts, replay(), solver=diffrax.Tsit5())
 
     with pytest.raises(ValueError, match="RecursiveCheckpointAdjoint"):
         jax.grad(loss)(0.5)
@@ -175,6 +179,9 @@ def test_default_adjoint_keeps_memory_bounded():
     most = BATCH_BUDGET // (small * 160)
     assert isinstance(default_adjoint(small, y0, most), ukjax.ReplayAdjoint)
     assert type(default_adjoint(small, y0, most + 1)) is diffrax.RecursiveCheckpointAdjoint
+    # a caller that takes reverse-mode gradients only (fit) gets the faster reverse replay
+    fast = default_adjoint(small, y0, reverse_only=True)
+    assert isinstance(fast, ukjax.ReverseReplayAdjoint)
 
 
 @pytest.mark.slow
@@ -210,61 +217,35 @@ def test_forward_mode_under_vmap_equals_reverse_mode():
     np.testing.assert_allclose(tangents, forward[:2], rtol=1e-10, atol=1e-12)
 
 
-def test_an_adjoint_that_cannot_differentiate_in_the_mode_asked_is_refused_clearly():
-    """A reverse-mode adjoint under jax.jacfwd, or any but DirectAdjoint under
-    jax.hessian: a ValueError that names the adjoint to pass (instead of JAX's message
-    about custom VJPs)."""
+def test_the_reverse_only_replay_refuses_forward_mode():
+    """ReverseReplayAdjoint is a custom VJP: forward mode raises JAX's error (the default
+    ReplayAdjoint and diffrax.ForwardMode() take it)."""
     ts = jnp.linspace(0.0, 0.5, 3)
     params = jnp.array([1.3, 0.7, 9.81, 0.6])
-    for adjoint in (ukjax.ReplayAdjoint(), diffrax.RecursiveCheckpointAdjoint()):
-        with pytest.raises(ValueError, match="ForwardMode"):
-            jax.jacfwd(_bead_loss)(params, ts, adjoint=adjoint)
-    for adjoint in (ukjax.ReplayAdjoint(), diffrax.ForwardMode()):
-        with pytest.raises(ValueError, match="DirectAdjoint"):
-            jax.hessian(_bead_loss)(params, ts, adjoint=adjoint)
-    # ForwardMode and DirectAdjoint given explicitly are taken as they are
+    with pytest.raises(TypeError, match="custom_vjp"):
+        jax.jacfwd(_bead_loss)(params, ts, adjoint=ukjax.ReverseReplayAdjoint())
     got = jax.jacfwd(_bead_loss)(params, ts, adjoint=diffrax.ForwardMode())
     assert np.all(np.isfinite(got))
-
-
-def test_default_adjoint_follows_the_autodiff_mode():
-    """ForwardMode under jax.jvp / jax.jacfwd (also through vmap and jit), the
-    reverse-mode default under jax.grad / jax.jacrev (and outside autodiff), DirectAdjoint
-    under both (second derivatives)."""
-    y0 = (jnp.zeros(2), jnp.zeros(2))
-    chosen = []
-
-    def f(x):
-        chosen.append(type(default_adjoint(100, y0, traced=x)))
-        return x
-
-    jax.jacfwd(f)(1.0)
-    jax.jit(jax.vmap(jax.jacfwd(f)))(jnp.ones(3))
-    jax.jacfwd(jax.vmap(f))(jnp.ones(3))
-    jax.jacfwd(jax.jacfwd(f))(1.0)
-    jax.grad(f)(1.0)
-    jax.jacrev(f)(1.0)
-    f(1.0)
-    jax.hessian(f)(1.0)
-    jax.jacrev(jax.jacfwd(f))(1.0)
-    forward, replay, direct = diffrax.ForwardMode, ukjax.ReplayAdjoint, diffrax.DirectAdjoint
-    assert chosen == [forward] * 4 + [replay] * 3 + [direct] * 2
 
 
 @pytest.mark.slow
 def test_forward_mode_through_impacts():
     """jax.jacfwd of a hybrid run (a ball bouncing with restitution 0.8, through its first
-    impact) at the defaults equals jax.grad and a central difference."""
+    impact) with diffrax.ForwardMode() (a hybrid run's default segment loop is reverse
+    mode only) equals jax.grad at the defaults and a central difference."""
     from ukjax.systems import BouncingBall
 
     ts = jnp.linspace(0.0, 1.2, 9)
 
-    def height(g):
+    def height(g, adjoint=None):
         ball = BouncingBall(g=g)
-        sol = ukjax.simulate(ball, jnp.array([1.0]), jnp.zeros(1), ts, contact=ukjax.Impact(0.8))
+        sol = ukjax.simulate(
+            ball, jnp.array([1.0]), jnp.zeros(1), ts, contact=ukjax.Impact(0.8), adjoint=adjoint
+        )
         return sol.q[-1, 0]
 
-    forward, reverse = jax.jacfwd(height)(9.81), jax.grad(height)(9.81)
+    forward = jax.jacfwd(lambda g: height(g, diffrax.ForwardMode()))(9.81)
+    reverse = jax.grad(height)(9.81)
     h = 1e-5
     central = (height(9.81 + h) - height(9.81 - h)) / (2 * h)
     np.testing.assert_allclose(forward, reverse, rtol=1e-10)
@@ -273,9 +254,9 @@ def test_forward_mode_through_impacts():
 
 @pytest.mark.slow
 def test_hessian_without_an_adjoint_given_matches_the_closed_form():
-    """jax.hessian of simulate with no adjoint given (DirectAdjoint is chosen) equals the
-    Hessian of the closed-form motion with respect to (m, c, g, alpha), and is symmetric;
-    so does jax.jacfwd of jax.jacfwd (ForwardMode chosen twice).
+    """jax.hessian of simulate with no adjoint given (ReplayAdjoint, whose rule is
+    differentiated again) equals the Hessian of the closed-form motion with respect to
+    (m, c, g, alpha), and is symmetric; so does jax.jacfwd of jax.jacfwd.
 
     With the Cholesky UK solve: under an adaptive controller at this tolerance, diffrax's
     DirectAdjoint differentiates the default Regularized solve's run up to 5e-6 off in

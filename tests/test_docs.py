@@ -21,9 +21,9 @@ MODULES = sorted(
 NO_EXAMPLE = {"ukjax._cli", "ukjax._errors", "ukjax._probe", "ukjax._sweep_store", "ukjax.systems"}
 
 
-# Docstring examples that take long (a whole fit, a whole sweep: both have their own tests in
-# the default suite) run with the slow tests.
-SLOW_MODULES = {"ukjax._fit", "ukjax._sweep"}
+# Docstring examples that take long (a whole fit, a whole sweep, derivatives of whole
+# runs: each has its own tests in the default suite) run with the slow tests.
+SLOW_MODULES = {"ukjax._fit", "ukjax._sweep", "ukjax._adjoint"}
 
 
 @pytest.mark.parametrize(

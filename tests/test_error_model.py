@@ -471,37 +471,36 @@ def test_a_hybrid_run_names_a_failure_ahead_of_its_accepted_steps():
         jax.block_until_ready(ukjax.simulate(MassLostAboveFloor(), Q0, QD0, ts).q)
 
 
-def test_where_the_checks_run_follows_how_the_run_is_traced():
-    """One trajectory with throw=True checks every stage inside the field (the program
-    that compiles fastest); a forward run under vmap checks its accepted states by the
-    failure event and writes out the stages of a method of at most 7 stages (what sweep
-    runs); differentiated runs, batched or not, keep the single-trajectory program;
-    throw=False always goes through the event (it returns codes)."""
+def test_the_run_program_does_not_depend_on_how_it_is_traced():
+    """The checks' placement and the solver a run compiles to are decided by its
+    arguments alone: the same under a plain call, vmap, grad, vmap of grad, jit of vmap
+    and forward mode through a jit. throw=True checks every stage inside the field,
+    throw=False by the failure event (it returns codes); an adjoint that refuses events
+    checks in the field; the solver runs as given."""
     from ukjax._simulate import _for_batches, _VectorField
 
     system = CartesianPendulum()
-    settings = dict(solver=diffrax.Dopri5(), adjoint=ukjax.ReplayAdjoint())
 
-    def placement(throw):
+    def placement(throw, adjoint):
+        settings = dict(solver=diffrax.Dopri5(), adjoint=adjoint)
         field = _VectorField(
             system, ukjax.NoStabilization(), ukjax.Regularized(), True, None, throw
         )
         seen = []
 
         def f(q):
-            placed, chosen = _for_batches(field, settings, (system, q, QD0, TS))
+            placed, chosen = _for_batches(field, settings)
             seen.append((placed.per_stage, type(chosen["solver"]).__name__))
             return jnp.sum(q**2)
 
         batch = jnp.stack([Q0, 2 * Q0])
         f(Q0), jax.vmap(f)(batch), jax.grad(f)(Q0), jax.vmap(jax.grad(f))(batch)
-        jax.jit(jax.vmap(f))(batch)
+        jax.jit(jax.vmap(f))(batch), jax.jacfwd(jax.jit(f))(Q0)
         return seen
 
-    single, batched = (True, "Dopri5"), (False, "Unrolled")
-    assert placement(True) == [single, batched, single, single, batched]
-    event_single = (False, "Dopri5")
-    assert placement(False) == [event_single, batched, event_single, event_single, batched]
+    assert placement(True, ukjax.ReplayAdjoint()) == [(True, "Dopri5")] * 6
+    assert placement(False, ukjax.ReplayAdjoint()) == [(False, "Dopri5")] * 6
+    assert placement(True, diffrax.BacksolveAdjoint()) == [(True, "Dopri5")] * 6
 
 
 def test_an_adjoint_that_refuses_events_cannot_return_codes():

@@ -35,14 +35,18 @@ def test_shape_errors_at_trace_time():
 def test_state_and_system_errors():
     pend = CartesianPendulum()
     ts = jnp.linspace(0, 1, 3)
-    with pytest.raises(ValueError, match="qd must have the same shape"):
+    with pytest.raises(ValueError, match=r"qd \(the velocities\) must have the same shape"):
         ukjax.simulate(pend, jnp.zeros(2), jnp.zeros(3), ts)
+    for args, name in (((None, jnp.zeros(2)), "q"), ((jnp.zeros(2), None), "qd")):
+        with pytest.raises(ValueError, match=rf"^{name} \(the initial .*\) is None"):
+            ukjax.simulate(pend, *args, ts)
     with pytest.raises(ValueError, match="q must be a 1-D array"):
         ukjax.acceleration(pend, 0.0, jnp.zeros((4, 2)), jnp.zeros((4, 2)))
     with pytest.raises(ValueError, match="ts must be a 1-D array of at least 2"):
         ukjax.simulate(pend, jnp.array([1.0, 0]), jnp.zeros(2), jnp.array([0.0]))
-    with pytest.raises(ValueError, match="strictly increasing"):
-        ukjax.simulate(pend, jnp.array([1.0, 0]), jnp.zeros(2), jnp.array([0.0, 2.0, 1.0]))
+    for bad_ts in ([0.0, 2.0, 1.0], [1.0, 0.5], [0.0, float("nan"), 1.0]):
+        with pytest.raises(ValueError, match="finite and strictly increasing"):
+            ukjax.simulate(pend, jnp.array([1.0, 0]), jnp.zeros(2), jnp.array(bad_ts))
     with pytest.raises(TypeError, match="initial_conditions must be"):
         ukjax.simulate(pend, jnp.array([1.0, 0]), jnp.zeros(2), ts, initial_conditions="fix")
     with pytest.raises(TypeError, match=r"pass ukjax\.ProjectInitial\(\)"):
@@ -149,3 +153,36 @@ def test_check_can_be_switched_off_and_returns_nan_not_garbage():
         -jnp.eye(2), jnp.ones(2), jnp.ones((1, 2)), jnp.zeros(1), check=False
     )
     assert not np.all(np.isfinite(qdd))
+
+
+def test_save_times_are_checked_under_jit_too():
+    """Decreasing, non-monotone or NaN ts under jax.jit: the run raises with the eager
+    message (with throw=False too: bad inputs are not a run's failure), never integrates
+    backwards or returns NaN saves marked successful."""
+    pend = CartesianPendulum()
+    run = jax.jit(
+        lambda ts: ukjax.simulate(pend, jnp.array([1.0, 0]), jnp.zeros(2), ts, throw=False).q
+    )
+    for bad_ts in ([1.0, 0.5, 0.0], [0.0, 2.0, 1.0], [0.0, float("nan"), 1.0]):
+        with pytest.raises(Exception, match="finite and strictly increasing"):
+            jax.block_until_ready(run(jnp.array(bad_ts)))
+
+
+class Float32Constraint(ukjax.System):
+    def mass_matrix(self, t, q):
+        return jnp.eye(2)
+
+    def potential_energy(self, t, q):
+        return 9.81 * q[1]
+
+    def holonomic(self, t, q):
+        return jnp.array([q @ q - 1.0], dtype=jnp.float32)
+
+
+def test_a_hook_in_lower_precision_than_the_state_is_named():
+    """A float32 constraint under x64 would round far above the tolerance and end in
+    rejected steps: refused with an error that names the hook and the dtypes."""
+    with pytest.raises(ValueError, match=r"Float32Constraint\.holonomic returned float32"):
+        ukjax.simulate(
+            Float32Constraint(), jnp.array([1.0, 0.0]), jnp.zeros(2), jnp.linspace(0.0, 1.0, 3)
+        )

@@ -166,3 +166,118 @@ def test_gradient_of_a_tracking_cost_wrt_gains_and_plant_matches_finite_differen
     f = jax.jit(cost)
     fd = jnp.stack([(f(p + d) - f(p - d)) / 2e-6 for d in 1e-6 * jnp.eye(3)])
     np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-8)
+
+
+class UserCart(ukjax.System):
+    """A cart-pendulum as a user writes it (int fields, its own coordinates): cart x, angle
+    theta from the downward vertical, a horizontal force on the cart."""
+
+    cart_mass: int = 2
+    mass: int = 1
+    length: int = 1
+    g: float = 9.81
+
+    def mass_matrix(self, t, q):
+        c = self.mass * self.length * jnp.cos(q[1])
+        return jnp.array([[self.cart_mass + self.mass, c], [c, self.mass * self.length**2]])
+
+    def forces(self, t, q, qd):
+        s = jnp.sin(q[1])
+        return jnp.array(
+            [self.mass * self.length * s * qd[1] ** 2, -self.mass * self.g * self.length * s]
+        )
+
+    def actuators(self, t, q):
+        return jnp.array([[1.0], [0.0]], dtype=q.dtype)
+
+
+class HoldAngle(ukjax.Servo):
+    angle: float = 0.5 * np.pi
+
+    def holonomic(self, t, q):
+        return jnp.array([q[1] - self.angle])
+
+
+def test_a_servo_where_the_actuators_lose_their_hold_is_infeasible():
+    """Holding the pendulum horizontal with the cart force alone: at theta = pi/2 the
+    cart force has no effect on theta'' (S = A_s M^-1 G is zero up to round-off), so the
+    servo cannot be realised there: servo_infeasible, never a huge control reported as a
+    success. Slightly below, where S is small but real, the control is the inverse
+    dynamics m l theta''/cos... (finite) and the run succeeds."""
+    ctrl = ukjax.ServoControlled(UserCart(), HoldAngle())
+    q0 = jnp.array([0.0, 0.5 * np.pi])
+    tau = ukjax.controls(ctrl, 0.0, q0, jnp.zeros(2))
+    assert float(tau[0]) == 0.0
+    ts = jnp.linspace(0.0, 0.2, 3)
+    sol = ukjax.simulate(ctrl, q0, jnp.zeros(2), ts, throw=False)
+    assert sol.result == ukjax.RESULTS.servo_infeasible
+    with pytest.raises(Exception, match="servo-constraints cannot be realised"):
+        ukjax.simulate(ctrl, q0, jnp.zeros(2), ts)
+    # away from the singular angle the same servo is feasible and exact: the cart
+    # acceleration that holds theta against gravity is x'' = -g tan(theta)
+    low = ukjax.ServoControlled(UserCart(), HoldAngle(angle=0.4))
+    q = jnp.array([0.0, 0.4])
+    tau = ukjax.controls(low, 0.0, q, jnp.zeros(2))
+    np.testing.assert_allclose(tau[0], -(2 + 1) * 9.81 * np.tan(0.4), rtol=1e-12)
+
+
+class RoughBlock(ukjax.System):
+    """A block on a rough table (Coulomb friction), pushed horizontally."""
+
+    def mass_matrix(self, t, q):
+        return jnp.eye(2, dtype=q.dtype)
+
+    def forces(self, t, q, qd):
+        return jnp.array([0.0, -9.81], dtype=q.dtype)
+
+    def unilateral(self, t, q):
+        return q[1:2]
+
+    def friction(self, t, q):
+        return jnp.array([[1.0, 0.0]], dtype=q.dtype), jnp.array([0.3]), jnp.array([0.3])
+
+    def actuators(self, t, q):
+        return jnp.array([[1.0], [0.0]], dtype=q.dtype)
+
+
+class Slide(ukjax.Servo):
+    def holonomic(self, t, q):
+        return jnp.array([q[0] - 0.5 * jnp.sin(2.0 * t)])
+
+
+def test_servo_control_refuses_a_plant_with_coulomb_friction():
+    """The controls would be computed for the frictionless plant (missing mu N = 2.9 N
+    while sliding): refused with an error that names the friction, not run wrongly."""
+    with pytest.raises(ValueError, match="Coulomb friction"):
+        ukjax.ServoControlled(RoughBlock(), Slide())
+
+
+def test_servo_controlled_forwards_every_system_hook():
+    """Every hook of ukjax.System is defined by ServoControlled itself (forwarded to the
+    plant, or, for mass_and_force and infeasibility, the servo's own), so no hook the
+    plant defines falls back silently to System's default; the forwarded ones return
+    the plant's values."""
+    hooks = [
+        name
+        for name, value in vars(ukjax.System).items()
+        if callable(value) and not name.startswith("_")
+    ]
+    assert len(hooks) >= 14
+    missing = [h for h in hooks if h not in vars(ukjax.ServoControlled)]
+    assert missing == []
+    plant = UserCart()
+    ctrl = ukjax.ServoControlled(plant, HoldAngle(angle=0.4))
+    t, q, qd = 0.0, jnp.array([0.1, 0.4]), jnp.array([0.2, -0.1])
+    args = {0: (), 2: (t, q), 3: (t, q, qd)}
+    for name in hooks:
+        if name in ("mass_and_force", "infeasibility"):
+            continue
+        nargs = getattr(ukjax.System, name).__code__.co_argcount - 1
+        got = getattr(ctrl, name)(*args[nargs])
+        if name == "kinetic_energy":  # the plant defines M only: T = qd M qd / 2
+            np.testing.assert_allclose(got, 0.5 * qd @ plant.mass_matrix(t, q) @ qd)
+            continue
+        want = getattr(plant, name)(*args[nargs])
+        for w, g in zip(jax.tree_util.tree_leaves(want), jax.tree_util.tree_leaves(got)):
+            np.testing.assert_array_equal(np.asarray(w), np.asarray(g))
+        assert (want is None) == (got is None)

@@ -13,7 +13,8 @@ The public API:
 - :func:`constraint_matrices`, :func:`mass_and_force`, :func:`acceleration`,
   :func:`energy`, :func:`kinetic_energy`: the model at one state.
 - :func:`simulate`, :class:`Solution`: integrate with diffrax; :class:`ReplayAdjoint`:
-  its default reverse-mode gradients (replaying the accepted steps).
+  its default derivatives in every autodiff mode (the tangent sweep of the accepted
+  steps); :class:`ReverseReplayAdjoint`: faster reverse-mode gradients only.
 - Servo-constraint control: :class:`Servo`, :class:`ServoControlled`, :func:`controls`,
   :func:`servo_history` (plants declare `System.actuators`).
 - Contact laws for unilateral constraints: :class:`Impact`, :class:`ContactDynamics`,
@@ -32,8 +33,8 @@ The public API:
   identification and control with optax.
 - :class:`KuttaMerson`, :class:`RK4`: fixed-step Runge-Kutta methods as diffrax solvers;
   :class:`Unrolled`, :class:`StageLoop`: an explicit Runge-Kutta solver with its stages
-  written out, or in a loop of sums (faster under `jax.vmap`; batches pick one by
-  themselves).
+  written out, or in a loop of sums (faster under `jax.vmap`; :func:`sweep` picks one by
+  itself).
 - :mod:`ukjax.systems`: ready-made systems from the literature.
 - :func:`compiler_options`: the XLA options ukjax compiles its batched programs with (pass
   them to your own `jax.jit` around a large `jax.vmap(simulate)` on a CPU).
@@ -53,10 +54,11 @@ References (cited by short name in the docstrings):
 - *On Dynamics* 2020: lecture notes *On Dynamics* (spring 2020).
 """
 
-import importlib.metadata
+from importlib import metadata as _metadata
 
 from . import systems as systems
 from ._adjoint import ReplayAdjoint as ReplayAdjoint
+from ._adjoint import ReverseReplayAdjoint as ReverseReplayAdjoint
 from ._constraints import constraint_matrices as constraint_matrices
 from ._contact import AbstractContact as AbstractContact
 from ._contact import ContactDynamics as ContactDynamics
@@ -205,6 +207,6 @@ from ._xla import compiler_options as compiler_options
 
 
 try:
-    __version__ = importlib.metadata.version("ukjax")
-except importlib.metadata.PackageNotFoundError:  # running from a source tree
+    __version__ = _metadata.version("ukjax")
+except _metadata.PackageNotFoundError:  # running from a source tree
     __version__ = "0.0.0+unknown"

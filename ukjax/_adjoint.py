@@ -27,15 +27,16 @@ in reverse order.
 
 from __future__ import annotations
 
+import abc
 from typing import Any, Protocol
 
 import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jax.tree_util as jtu
 from jax import lax
-
-from ._tracing import autodiff_modes
+from jax.custom_batching import custom_vmap
 
 
 # Steps replayed in one batch (their forward passes are independent given the stored
@@ -53,29 +54,44 @@ DEFAULT_BUDGET = 2**24
 BATCH_BUDGET = 2**28
 
 
-class ReplayAdjoint(diffrax.AbstractAdjoint):
-    r"""Reverse-mode gradients of :func:`ukjax.simulate` by replaying the accepted steps
-    (the default for smooth runs with an explicit Runge-Kutta solver).
+class AbstractReplayAdjoint(diffrax.AbstractAdjoint):
+    """An adjoint that differentiates a smooth run through its recorded accepted steps
+    (:func:`replays` says where one applies); :meth:`solve` runs it. Where it does not
+    apply (hybrid runs, implicit solvers, `max_steps=None`) it behaves as
+    `diffrax.RecursiveCheckpointAdjoint()`."""
 
-    The forward run stores every accepted state; the backward pass walks them in reverse
-    and transposes one Runge-Kutta step at a time (see :mod:`ukjax._adjoint` for the
-    maths). The gradient is the same discrete derivative as diffrax's
-    `RecursiveCheckpointAdjoint` (to round-off), at a lower cost: on the 5-link chain of
-    `benchmarks/gradients.py` value_and_grad costs 2.7 times the forward solve, against
-    4.6 times with diffrax's checkpointed loop in the same run (2-core CPU, float64). The
-    replayed steps run in a :class:`ukjax.StageLoop` (see `_Integration._replay_solver`).
+    @abc.abstractmethod
+    def solve(self, run: "Replayable", y0, ts, args) -> diffrax.Solution:
+        """`run.forward(y0, ts, args)`'s solution, differentiable as this adjoint says."""
 
-    Memory: `max_steps` x the state size, allocated when a gradient is taken (16 MB for
-    a 10-coordinate system at the default `max_steps = 100 000`, against 0.2 MB for
-    diffrax's checkpoints). `simulate`'s default uses it only within 16 MiB per trajectory.
-    Under a wide `vmap` of gradients every member holds its own: set `max_steps` near what
-    a run needs, or use `diffrax.RecursiveCheckpointAdjoint()`.
+    def loop(self, **kwargs):
+        return diffrax.RecursiveCheckpointAdjoint().loop(**kwargs)
 
-    Where it does not apply (hybrid runs with contacts or impulses, implicit solvers,
-    `max_steps=None`), it behaves as `diffrax.RecursiveCheckpointAdjoint()`. Forward mode
-    (`jax.jvp`, `jax.jacfwd`) needs `diffrax.ForwardMode()`, which `simulate` takes by
-    itself when no adjoint is given (:func:`default_adjoint`); derivatives with respect to
-    the save times `ts` need `diffrax.RecursiveCheckpointAdjoint()`.
+
+class ReplayAdjoint(AbstractReplayAdjoint):
+    r"""Derivatives of :func:`ukjax.simulate` in every autodiff mode through the
+    tangent-linear recursion of the accepted steps (the default for smooth runs with an
+    explicit Runge-Kutta solver).
+
+    The run's solution is a `jax.custom_jvp` function whose derivative rule records the
+    accepted states and sweeps the recursion $\dot y_{k+1} = \partial_y\Phi\,\dot
+    y_k + \partial_\theta\Phi\,\dot\theta$ over them (see :mod:`ukjax._adjoint`), in
+    loops of fixed length whose blocks past the last step are skipped. Forward mode
+    (`jax.jvp`, `jax.jacfwd`) evaluates it; reverse mode (`jax.grad`, `jax.vjp`) is JAX's
+    transpose of it, one rematerialised step at a time in reverse order; second
+    derivatives (`jax.hessian`) differentiate the rule again. So `jax.jit`, `jax.vmap`
+    and every autodiff transformation compose with `simulate` in any order and give the
+    same derivative: the discrete derivative of the Runge-Kutta scheme, which diffrax's
+    `RecursiveCheckpointAdjoint` also computes (to round-off).
+
+    Reverse mode costs more than with :class:`ReverseReplayAdjoint`, which batches the
+    replayed steps' linearisations but cannot be differentiated in forward mode
+    (`benchmarks/RESULTS.md` has both); `ukjax.fit` takes that one.
+
+    Memory: `max_steps` x the state size, allocated when a derivative is taken.
+    `simulate`'s default uses it only within 16 MiB per trajectory (else
+    `diffrax.RecursiveCheckpointAdjoint()`, reverse mode only). Derivatives with respect
+    to the save times `ts` need `diffrax.RecursiveCheckpointAdjoint()`.
 
     Example:
         >>> import jax, jax.numpy as jnp, ukjax
@@ -86,59 +102,60 @@ class ReplayAdjoint(diffrax.AbstractAdjoint):
         ...     sol = ukjax.simulate(CartesianPendulum(g=g), jnp.array([1.0, 0.0]),
         ...                          jnp.zeros(2), ts)
         ...     return sol.q[-1, 1]
-        >>> slope = jax.grad(height)(9.81)  # the default adjoint: ReplayAdjoint()
+        >>> slope = jax.jacfwd(jax.jit(height))(9.81)  # or jax.grad, jax.jvp, jax.hessian
         >>> h = 1e-4  # against central differences of two forward solves
         >>> central = (height(9.81 + h) - height(9.81 - h)) / (2 * h)
         >>> bool(jnp.allclose(slope, central, rtol=1e-7, atol=0.0))
         True
 
-    (tests/test_adjoint.py compares it with diffrax's checkpointed gradients.)
+    (tests/test_adjoint.py compares it with diffrax's checkpointed gradients and checks
+    every order of transformations.)
     """
 
-    def loop(self, **kwargs):
-        return diffrax.RecursiveCheckpointAdjoint().loop(**kwargs)
+    def solve(self, run, y0, ts, args) -> diffrax.Solution:
+        return replay_solve(run, y0, ts, args)
 
 
-def refusal(adjoint: diffrax.AbstractAdjoint, tree) -> str | None:
-    """Why `adjoint` cannot differentiate a run whose inputs are `tree` in the modes
-    they are traced by (:func:`autodiff_modes`), or None."""
-    forward, reverse = autodiff_modes(tree)
-    name = f"adjoint={type(adjoint).__name__}()"
-    if forward and reverse and not isinstance(adjoint, diffrax.DirectAdjoint):
-        return (
-            f"simulate is differentiated twice (forward and reverse mode: jax.hessian, a jvp "
-            f"of a gradient) but {name} cannot be: pass adjoint=diffrax.DirectAdjoint() "
-            "(or leave adjoint unset: it is then chosen)."
-        )
-    if forward and not isinstance(adjoint, (diffrax.ForwardMode, diffrax.DirectAdjoint)):
-        return (
-            f"simulate is differentiated in forward mode (jax.jvp, jax.jacfwd) but {name} "
-            "computes reverse-mode gradients only: pass adjoint=diffrax.ForwardMode() (or "
-            "leave adjoint unset: it is then chosen), or take the derivative with jax.grad "
-            "/ jax.jacrev."
-        )
-    return None
+class ReverseReplayAdjoint(AbstractReplayAdjoint):
+    r"""Reverse-mode gradients of :func:`ukjax.simulate` by replaying the accepted steps
+    backwards (a `jax.custom_vjp`): the forward run stores every accepted state; the
+    backward pass forms the pullbacks of a block of 16 steps as one batch, then applies
+    them in reverse order (see :mod:`ukjax._adjoint` for the maths). The same gradient as
+    :class:`ReplayAdjoint` at a lower cost (`benchmarks/RESULTS.md`), in reverse mode
+    only: `jax.jvp`, `jax.jacfwd` and `jax.hessian` raise JAX's error about custom VJPs.
+    :func:`ukjax.fit` uses it.
+
+    Example (the gradient of a pendulum's final angle with respect to its initial one):
+        >>> import jax, jax.numpy as jnp, ukjax
+        >>> jax.config.update("jax_enable_x64", True)
+        >>> from ukjax.systems import SimplePendulum
+        >>> run = lambda a: ukjax.simulate(SimplePendulum(), jnp.reshape(a, 1), jnp.zeros(1),
+        ...                                jnp.array([0.0, 0.3]),
+        ...                                adjoint=ukjax.ReverseReplayAdjoint()).q[-1, 0]
+        >>> slope, eps = jax.grad(run)(0.2), 1e-4
+        >>> bool(jnp.allclose(slope, (run(0.2 + eps) - run(0.2 - eps)) / (2 * eps), rtol=1e-7))
+        True
+    """
+
+    def solve(self, run, y0, ts, args) -> diffrax.Solution:
+        return reverse_replay_solve((run, y0, ts), args)
 
 
 def default_adjoint(
-    max_steps: int | None, y0, batch: int = 1, traced=None
+    max_steps: int | None, y0, batch: int = 1, reverse_only: bool = False
 ) -> diffrax.AbstractAdjoint:
-    """The adjoint for the autodiff modes that trace `traced` (the run's inputs, see
-    :func:`autodiff_modes`): `diffrax.ForwardMode()` under forward mode alone,
-    `diffrax.DirectAdjoint()` under both (second derivatives; its cost grows with
-    `max_steps`: a pendulum's Hessian at 100 000 compiled in 22 s, with 0.6 MB of
-    temporaries); in reverse mode (or none) `ReplayAdjoint()`
-    when its stored states fit the budgets (:data:`DEFAULT_BUDGET` bytes per trajectory,
-    :data:`BATCH_BUDGET` for a `batch` the caller knows), else
-    `diffrax.RecursiveCheckpointAdjoint()`."""
-    forward, reverse = autodiff_modes(traced)
-    if forward:
-        return diffrax.DirectAdjoint() if reverse else diffrax.ForwardMode()
+    """The adjoint of a smooth run when none is given: :class:`ReplayAdjoint` (or, for a
+    caller that only takes reverse-mode gradients, `reverse_only`,
+    :class:`ReverseReplayAdjoint`) when its recorded states fit the budgets
+    (:data:`DEFAULT_BUDGET` bytes per trajectory, :data:`BATCH_BUDGET` for a `batch` the
+    caller knows), else `diffrax.RecursiveCheckpointAdjoint()` (reverse mode only).
+    Decided by shapes alone, so a run compiles to the same program however it is
+    transformed."""
     if max_steps is None:
         return diffrax.RecursiveCheckpointAdjoint()
     stored = max_steps * sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(y0))
     if stored <= DEFAULT_BUDGET and stored * batch <= BATCH_BUDGET:
-        return ReplayAdjoint()
+        return ReverseReplayAdjoint() if reverse_only else ReplayAdjoint()
     return diffrax.RecursiveCheckpointAdjoint()
 
 
@@ -148,7 +165,7 @@ def replays(adjoint, solver: diffrax.AbstractSolver, max_steps: int | None) -> b
     step of `solver` depends on its start state alone (with `made_jump`, its first stage
     re-evaluated), so that the stored run can be replayed one step at a time."""
     return (
-        isinstance(adjoint, ReplayAdjoint)
+        isinstance(adjoint, AbstractReplayAdjoint)
         and max_steps is not None
         and isinstance(solver, (diffrax.AbstractERK, diffrax.Euler))
     )
@@ -171,6 +188,247 @@ class Replayable(Protocol):
         ...
 
 
+def _is_none(x) -> bool:
+    return x is None
+
+
+def _zeros_where_none(tangent, like):
+    """`tangent` with a zero array wherever it is a symbolic zero (None)."""
+    return jtu.tree_map(
+        lambda t, x: jnp.zeros_like(x) if t is None else t, tangent, like, is_leaf=_is_none
+    )
+
+
+def _pick(cond, a, b):
+    return jtu.tree_map(lambda x, y: jnp.where(cond, x, y), a, b)
+
+
+@custom_vmap
+def _any_member(x):
+    """`x` (a boolean scalar); under `jax.vmap`, whether it holds for any batch member,
+    unbatched: the sweep's blocks of steps then stay branches that a batch skips once
+    every member is past its last step (instead of selects that compute them all)."""
+    return x
+
+
+@_any_member.def_vmap
+def _any_member_vmap(axis_size, in_batched, x):
+    (batched,) = in_batched
+    return (jnp.any(x, axis=0) if batched else x), False
+
+
+class _Sweep(eqx.Module):
+    """The tangent-linear recursion of a recorded run (module docstring): the tangents
+    of the accepted states, and of the saves, for tangents `t_diff` of the run's
+    differentiated leaves `diff` and `t_y0` of the initial state.
+
+    The steps run in fixed-length loops (blocks of blocks of :data:`_CHUNK` steps), each
+    block a `lax.cond` that is skipped once it lies past the run's last step (for a batch:
+    past every member's), so that reverse mode transposes them; each step's primal is
+    rematerialised (`jax.checkpoint`), so the transposed sweep keeps only the recorded
+    states."""
+
+    diff: Any
+    static: Any
+    y0: Any
+    ts: jax.Array
+    args: Any
+    step_ts: jax.Array
+    step_ys: Any
+    count: jax.Array  # the number of steps taken
+    save_steps: jax.Array  # the step each save is interpolated on (the first ending at/after it)
+
+    def _start(self, k):
+        """(t, y) at the start of step k, and whether step k was taken. A step not taken
+        (k past the last) reads as a zero-length step at the initial state, so that
+        every value the transposed sweep computes stays finite."""
+        taken = k < self.count
+        prev = jnp.clip(k - 1, 0, self.step_ts.shape[0] - 1)
+        first = (k == 0) | ~taken
+        ta = jnp.where(first, self.ts[0], self.step_ts[prev])
+        ya = _pick(first, self.y0, jtu.tree_map(lambda x: x[prev], self.step_ys))
+        tb = jnp.where(taken, self.step_ts[jnp.minimum(k, self.step_ts.shape[0] - 1)], ta)
+        return taken, ta, tb, ya
+
+    def _one(self, carry, x, t_diff, stack: bool):
+        """Step k of the sweep (`x` = (k, its start time, end time and start state)):
+        the tangent of its end state from that of its start (`jax.jvp` of the step,
+        rematerialised in reverse mode from the start state), and the start tangent kept
+        for the saves interpolated on it."""
+        dy, at_saves = carry
+        k, ta, tb, ya = x
+        taken = k < self.count
+        here = (self.save_steps == k)[:, None]
+        at_saves = jtu.tree_map(lambda s, d: jnp.where(here, d, s), at_saves, dy)
+        step = lambda d, y: eqx.combine(d, self.static).step(ta, tb, y, self.args)[0]
+        remat = jax.checkpoint(step)  # pyright: ignore[reportPrivateImportUsage]
+        _, dy1 = jax.jvp(remat, (self.diff, ya), (t_diff, dy))
+        dy1 = _pick(taken, dy1, dy)
+        row = _pick(taken, dy1, jtu.tree_map(jnp.zeros_like, dy1)) if stack else None
+        return (dy1, at_saves), row
+
+    def _steps(self, shape: tuple[int, int, int]):
+        """(k, start time, end time, start state) of every step, padded to
+        outer x middle x inner rows and laid out in those blocks; a step not taken reads
+        as a zero-length step at the initial state (every value stays finite)."""
+        size = self.step_ts.shape[0]
+        total = shape[0] * shape[1] * shape[2]
+        k = jnp.arange(total)
+        taken = k < self.count
+        first = (k == 0) | ~taken
+        pad = lambda x, v: jnp.concatenate([x, jnp.full((total - size,) + x.shape[1:], v, x.dtype)])
+        ends = pad(self.step_ts, jnp.inf)
+        ta = jnp.where(first, self.ts[0], jnp.concatenate([self.ts[:1], ends[:-1]]))
+        tb = jnp.where(taken, ends, ta)
+        shift = lambda y0, ys: jnp.concatenate([y0[None], pad(ys, 0)[:-1]])
+        ya = jtu.tree_map(shift, self.y0, self.step_ys)
+        ya = _pick(
+            first[:, None],
+            jtu.tree_map(lambda y: jnp.broadcast_to(y, (total,) + y.shape), self.y0),
+            ya,
+        )
+        block = lambda x: x.reshape(shape + x.shape[1:])
+        return jtu.tree_map(block, (k, ta, tb, ya))
+
+    def run(self, t_diff, t_y0, stack: bool):
+        """The sweep: (the tangent after the last step, the tangent at the start of each
+        save's step, and with `stack` the tangents of the recorded states). The steps'
+        data are the loops' inputs (not read from the record inside them), so that
+        reverse mode keeps them as they are instead of a copy per block."""
+        size = self.step_ts.shape[0]
+        inner = min(_CHUNK, size)
+        middle = min(_CHUNK, -(-size // inner))
+        outer = -(-size // (inner * middle))
+        at_saves = jtu.tree_map(lambda x: jnp.zeros(self.ts.shape + x.shape, x.dtype), t_y0)
+        like = t_y0 if stack else None
+
+        def steps(c, xs):  # `inner` steps
+            return lax.scan(lambda c, x: self._one(c, x, t_diff, stack), c, xs)
+
+        def chunks(c, xs):  # `middle` chunks of steps
+            return lax.scan(self._skipping(steps, (inner,), like), c, xs)
+
+        body = self._skipping(chunks, (middle, inner), like)
+        xs = self._steps((outer, middle, inner))
+        (dy, at_saves), stacked = lax.scan(body, (t_y0, at_saves), xs)
+        if stack:
+            stacked = jtu.tree_map(lambda x: x.reshape((-1,) + x.shape[3:])[:size], stacked)
+        return dy, at_saves, stacked
+
+    def _skipping(self, run, shape: tuple[int, ...], like):
+        """`run(carry, xs)` (a block of steps, stacking `shape` rows like `like`),
+        skipped once its first step is past the last step taken."""
+
+        def skip(c, xs):
+            return c, jtu.tree_map(lambda x: jnp.zeros(shape + x.shape, x.dtype), like)
+
+        def body(c, xs):
+            first = jnp.ravel(xs[0])[0]
+            return lax.cond(_any_member(first < self.count), run, skip, c, xs)
+
+        return body
+
+    def saves(self, t_diff, at_saves):
+        """The tangents of the saves at `ts` from the tangents at the start of their steps
+        (`at_saves`): save j is the dense output of its step, re-run from the step's
+        start state (zeros where the run did not reach it)."""
+
+        def one(k, t, dya):
+            taken, ta, tb, ya = self._start(k)
+            tb = jnp.where(taken, tb, ta + 1.0)  # a step not taken: keep h > 0
+            t = jnp.where(taken, t, ta)
+
+            def save(d, y):
+                run = eqx.combine(d, self.static)
+                _, dense = run.step(ta, tb, y, self.args)
+                return run.save(ta, tb, dense, t, self.args)
+
+            remat = jax.checkpoint(save)  # pyright: ignore[reportPrivateImportUsage]
+            _, dsave = jax.jvp(remat, (self.diff, ya), (t_diff, dya))
+            return jtu.tree_map(lambda x: jnp.where(taken, x, jnp.zeros_like(x)), dsave)
+
+        return jax.vmap(one)(self.save_steps, self.ts, at_saves)
+
+
+def _differentiated(run, t_run):
+    """`run` split into its leaves that carry a tangent and the rest."""
+    has = jtu.tree_map(lambda t: t is not None, t_run, is_leaf=_is_none)
+    return eqx.partition(run, has)
+
+
+def _refuse_ts(t_ts) -> None:
+    if t_ts is not None:
+        raise ValueError(
+            "ukjax.ReplayAdjoint (the default adjoint of a smooth run) does not "
+            "differentiate with respect to the save times ts: pass "
+            "adjoint=diffrax.RecursiveCheckpointAdjoint() to simulate."
+        )
+
+
+def _sweep(primals, tangents, steps):
+    """The sweep of a recorded run, and the tangents of its inputs with zeros for
+    symbolic zeros."""
+    run, y0, ts, args = primals
+    t_run, t_y0, t_ts, _ = tangents
+    _refuse_ts(t_ts)
+    diff, static = _differentiated(run, t_run)
+    t_diff = eqx.filter(t_run, jtu.tree_map(lambda t: t is not None, t_run, is_leaf=_is_none))
+    step_ts, step_ys = steps
+    count = jnp.sum(jnp.isfinite(step_ts))
+    save_steps = jnp.searchsorted(step_ts, ts, side="left")
+    sweep = _Sweep(diff, static, y0, ts, args, step_ts, step_ys, count, save_steps)
+    t_y0 = _zeros_where_none(t_y0, y0)
+    return sweep, t_diff, t_y0
+
+
+def _solution_tangent(sol, sweep: _Sweep, t_diff, t_y0, stack: bool):
+    """A tangent of the diffrax solution `sol`: its saves (and, with the failure event,
+    its final state) from the sweep; None (zero) for everything else. With `stack`, also
+    the tangents of the recorded states."""
+    final, at_saves, stacked = sweep.run(t_diff, t_y0, stack)
+    t_saves = sweep.saves(t_diff, at_saves)
+    if isinstance(sol.ys, list):  # [saves at ts, the final state]
+        t_ys = [t_saves, jtu.tree_map(lambda x: x[None], final)]
+    else:
+        t_ys = t_saves
+    blank = jtu.tree_map(lambda _: None, sol)
+    return eqx.tree_at(lambda s: s.ys, blank, t_ys, is_leaf=_is_none), stacked
+
+
+@eqx.filter_custom_jvp
+def replay_solve(run, y0, ts, args):
+    """`run.forward(y0, ts, args)`'s diffrax solution, differentiated by the tangent
+    sweep over its recorded steps (module docstring) in every autodiff mode."""
+    return run.forward(y0, ts, args, False)[0]
+
+
+@replay_solve.def_jvp
+def _replay_jvp(primals, tangents):
+    sol, steps = recorded_solve(*primals)
+    sweep, t_diff, t_y0 = _sweep(primals, tangents, steps)
+    return sol, _solution_tangent(sol, sweep, t_diff, t_y0, False)[0]
+
+
+@eqx.filter_custom_jvp
+def recorded_solve(run, y0, ts, args):
+    """`run.forward(y0, ts, args, record=True)`: the solution and the accepted steps'
+    end times and states. Its own derivative rule (the sweep, which also gives the
+    recorded states' tangents) makes derivatives of derivatives (`jax.hessian`, a `jvp`
+    of a gradient) go through the sweep again rather than through diffrax's loop."""
+    return run.forward(y0, ts, args, True)
+
+
+@recorded_solve.def_jvp
+def _recorded_jvp(primals, tangents):
+    sol, steps = recorded_solve(*primals)
+    sweep, t_diff, t_y0 = _sweep(primals, tangents, steps)
+    t_sol, t_states = _solution_tangent(sol, sweep, t_diff, t_y0, True)
+    return (sol, steps), (t_sol, (None, t_states))
+
+
+# ReverseReplayAdjoint: the replay as a custom VJP
+
+
 def _cotangent(g, like):
     return jax.tree_util.tree_map(
         lambda gi, x: jnp.zeros_like(x) if gi is None else gi, g, like, is_leaf=lambda x: x is None
@@ -182,7 +440,7 @@ def _add(a, b):
 
 
 @eqx.filter_custom_vjp
-def replay_solve(vjp_arg, args):
+def reverse_replay_solve(vjp_arg, args):
     """`run.forward(y0, ts, args)` for `vjp_arg = (run, y0, ts)`, differentiated in reverse
     mode by replaying the accepted steps (see the module docstring)."""
     run, y0, ts = vjp_arg
@@ -193,7 +451,7 @@ def _fwd(perturbed, vjp_arg, args):
     run, y0, ts = vjp_arg
     if any(jax.tree_util.tree_leaves(perturbed[2])):
         raise ValueError(
-            "ukjax.ReplayAdjoint (the default adjoint of a smooth run) does not "
+            "ukjax.ReverseReplayAdjoint does not "
             "differentiate with respect to the save times ts: pass "
             "adjoint=diffrax.RecursiveCheckpointAdjoint() to simulate."
         )
@@ -282,5 +540,5 @@ def _output_cotangents(g, ts, y0):
     return _cotangent(g_saves, saves), end
 
 
-replay_solve.def_fwd(_fwd)
-replay_solve.def_bwd(_bwd)
+reverse_replay_solve.def_fwd(_fwd)
+reverse_replay_solve.def_bwd(_bwd)

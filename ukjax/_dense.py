@@ -45,7 +45,6 @@ Example:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -95,7 +94,6 @@ def _dopri8() -> np.ndarray:
     return table[:, ::-1]
 
 
-@functools.cache
 def _known() -> dict[Any, Weights]:
     as_tuple = lambda a: tuple(tuple(float(c) for c in row) for row in a)
     return {

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from ._constraints import jacobian_blocks, rows, structured_rows
+from ._residuals import check_precision
 from ._stabilization import AbstractStabilization, NoStabilization, check_stabilization
 from ._structure import Structure, detect, entries_of, structured_solve, worthwhile
 from ._system import System, as_time, check_state, floatify, overrides
@@ -17,7 +18,7 @@ from ._uk_solvers import AbstractUKSolver, Regularized, check_uk_solver
 
 
 def _vector(value, name, system, q):
-    value = jnp.asarray(value, q.dtype)
+    value = check_precision(value, name, system, q.dtype).astype(q.dtype)
     if value.shape != q.shape:
         raise ValueError(
             f"{type(system).__name__}.{name} must return an array of shape {q.shape} (one "
@@ -47,7 +48,7 @@ def _lagrangian_mass(system: System, t, q, qd):
     n = q.shape[0]
     if overrides(system, "kinetic_energy") and not overrides(system, "mass_matrix"):
         return _lagrange_terms(system, t, q, qd, n)[0]
-    M = jnp.asarray(system.mass_matrix(t, q), q.dtype)
+    M = check_precision(system.mass_matrix(t, q), "mass_matrix", system, q.dtype).astype(q.dtype)
     if M.shape != (n, n):
         raise ValueError(
             f"The mass matrix of {type(system).__name__} must have shape ({n}, {n}); got {M.shape}."
@@ -293,7 +294,7 @@ def kinetic_energy(system: System, t, q, qd) -> jax.Array:
     t = as_time(t, q.dtype)
     if overrides(system, "kinetic_energy"):
         return jnp.asarray(system.kinetic_energy(t, q, qd), q.dtype)
-    M = jnp.asarray(system.mass_matrix(t, q), q.dtype)
+    M = check_precision(system.mass_matrix(t, q), "mass_matrix", system, q.dtype).astype(q.dtype)
     return 0.5 * qd @ M @ qd
 
 

@@ -90,16 +90,23 @@ def predict(system: System, data: TrajectoryData, **simulate_kwargs) -> dict[str
         return out
 
     if data.batched:
-        if "adjoint" not in simulate_kwargs:  # the stored states of every trajectory
-            batch, n = data.q0.shape
-            y0 = (jax.ShapeDtypeStruct((n,), data.q0.dtype),) * 2
-            max_steps = simulate_kwargs.get("max_steps", MAX_STEPS)
-            simulate_kwargs = {
-                **simulate_kwargs,
-                "adjoint": default_adjoint(max_steps, y0, batch, traced=(system, data)),
-            }
+        simulate_kwargs = _with_adjoint(data, simulate_kwargs, reverse_only=False)
         return jax.vmap(one)(data.q0, data.qd0)
     return one(data.q0, data.qd0)
+
+
+def _with_adjoint(data: TrajectoryData, simulate_kwargs: dict, reverse_only: bool) -> dict:
+    """`simulate_kwargs` with the default adjoint for `data` when none is given: the
+    stored states of every trajectory count against the budget
+    (:func:`ukjax._adjoint.default_adjoint`); `reverse_only` for a caller that takes
+    reverse-mode gradients alone (`fit`), which gets the faster reverse replay."""
+    if "adjoint" in simulate_kwargs:
+        return simulate_kwargs
+    batch, n = data.q0.shape if data.batched else (1, data.q0.shape[0])
+    y0 = (jax.ShapeDtypeStruct((n,), data.q0.dtype),) * 2
+    max_steps = simulate_kwargs.get("max_steps", MAX_STEPS)
+    adjoint = default_adjoint(max_steps, y0, batch, reverse_only=reverse_only)
+    return {**simulate_kwargs, "adjoint": adjoint}
 
 
 def trajectory_loss(data: TrajectoryData, *, weights: dict | None = None, **simulate_kwargs):
@@ -332,7 +339,7 @@ def fit(
         (9.81, True)
     """
     if isinstance(loss, TrajectoryData):
-        loss_fn = trajectory_loss(loss, **simulate_kwargs)
+        loss_fn = trajectory_loss(loss, **_with_adjoint(loss, simulate_kwargs, reverse_only=True))
     elif simulate_kwargs:
         raise TypeError("simulate keyword arguments only apply when `loss` is TrajectoryData.")
     else:

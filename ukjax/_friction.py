@@ -236,9 +236,18 @@ def sliding_from_speed(law: AbstractFriction, fs: FrictionState) -> jax.Array:
     return jnp.where(slow, 0, sgn(fs.vt)).astype(jnp.int32)
 
 
-def default_friction(system: System, friction) -> AbstractFriction | None:
+def declares_friction(system: System, t, q) -> bool:
+    """Whether `system.friction` returns friction data (not None) at states shaped like
+    (t, q): a wrapper that forwards the hook (`ukjax.ServoControlled`) declares what its
+    inner system declares."""
+    if not overrides(system, "friction"):
+        return False
+    return jax.eval_shape(lambda t, q: system.friction(t, q), t, q) is not None
+
+
+def default_friction(friction, declared: bool) -> AbstractFriction | None:
     """`friction`, or :class:`Coulomb` for a system that declares friction, else None."""
-    if friction is None and overrides(system, "friction"):
+    if friction is None and declared:
         return Coulomb()
     return friction
 

@@ -36,6 +36,7 @@ from ._errors import code_error_if
 from ._friction import (
     AbstractFriction,
     FrictionState,
+    declares_friction,
     default_friction,
     friction_state,
     frictional_solve,
@@ -594,10 +595,10 @@ def _loop_kind(adjoint: diffrax.AbstractAdjoint) -> Literal["lax", "checkpointed
     return "bounded" if isinstance(adjoint, diffrax.DirectAdjoint) else "checkpointed"
 
 
-def _mode_field(system, contact, friction, uk_solver) -> HybridField:
+def _mode_field(system, contact, friction, uk_solver, t, q) -> HybridField:
     law = Impact() if contact is None else contact
     solver = check_uk_solver(uk_solver)
-    friction = default_friction(system, friction)
+    friction = default_friction(friction, declares_friction(system, t, q))
     return HybridField(system, law, NoStabilization(), solver, False, None, False, friction)
 
 
@@ -684,7 +685,7 @@ def friction_forces(
 def _forces_in_mode(system, t, q, qd, engaged, contact, sliding, friction, uk_solver):
     q, qd = check_state(q, qd, system)
     t = as_time(t, q.dtype)
-    field = _mode_field(floatify(system), contact, friction, uk_solver)
+    field = _mode_field(floatify(system), contact, friction, uk_solver, t, q)
     engaged = jnp.asarray(engaged, bool)
     if field.friction is None and sliding is not None:
         raise ValueError(f"sliding= was given but {type(system).__name__} declares no friction.")

@@ -16,9 +16,29 @@ from jaxtyping import ArrayLike, Float
 from ._system import System, as_time, check_state
 
 
+def check_precision(value, name: str, system: System, dtype) -> jax.Array:
+    """`value` (a system hook's output) as an array, or a ValueError when it is a floating
+    type narrower than the state's (float32 under x64): its rounding would sit far above
+    the integration tolerance, and the run would end in rejected steps, not in an error
+    that names the hook."""
+    value = jnp.asarray(value)
+    if (
+        jnp.issubdtype(value.dtype, jnp.floating)
+        and jnp.issubdtype(dtype, jnp.floating)
+        and jnp.finfo(value.dtype).bits < jnp.finfo(dtype).bits
+    ):
+        raise ValueError(
+            f"{type(system).__name__}.{name} returned {value.dtype} values while the state "
+            f"is {jnp.dtype(dtype).name}: compute it in the state's dtype (drop the "
+            f"dtype={value.dtype} or .astype({value.dtype}) in it, or build arrays with "
+            "dtype=q.dtype), or run the whole simulation in that precision."
+        )
+    return value
+
+
 def as_rows(value, name: str, system: System, dtype) -> jax.Array:
     """A system's constraint output as a 1-D array of the state's dtype, or a ValueError."""
-    value = jnp.asarray(value)
+    value = check_precision(value, name, system, dtype)
     if value.ndim == 0:
         value = value[None]
     if value.ndim != 1:

@@ -41,7 +41,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._constraints import rows
 from ._dynamics import mass_and_force, nonideal_force
-from ._linalg import pinv_solve, weighted_pinv_solve
+from ._linalg import default_rcond, pinv_solve, weighted_pinv_solve
 from ._stabilization import Baumgarte
 from ._system import System, as_time, check_state, floatify, overrides
 from ._uk import relative_residual, uk_terms
@@ -143,7 +143,16 @@ def realise(plant: System, servo: Servo, null_control, t, q, qd) -> Realisation:
     if A_s.shape[0] == 0:
         raise ValueError(f"{type(servo).__name__} defines neither holonomic nor nonholonomic.")
     S, z = A_s @ K, b_s - A_s @ qdd0
-    tau = pinv_solve(S, z[:, None])[:, 0]
+    # The actuators lose their hold on the servo where S vanishes against the scale of
+    # the maps it is made of (|S| <= |A_s| |K|): a cart whose pendulum is horizontal
+    # cannot move the pendulum's angle (S = 0 up to round-off). The pseudo-inverse alone
+    # would invert the round-off (truncation is relative to S's own largest singular
+    # value) and report a huge control as a success; here S counts as zero, so tau = 0
+    # and the residual names the infeasibility.
+    scale = jnp.linalg.norm(A_s) * jnp.linalg.norm(K)
+    lost = jnp.linalg.norm(S) <= default_rcond(S.shape, S.dtype) * scale
+    S = jnp.where(lost, 0.0, S)
+    tau = jnp.where(lost, 0.0, pinv_solve(S, z[:, None])[:, 0])
     if null_control is not None:
         y = jnp.asarray(null_control(t, q, qd), q.dtype).reshape(G.shape[1])
         tau = tau + y - pinv_solve(S, (S @ y)[:, None])[:, 0]
@@ -186,6 +195,15 @@ class ServoControlled(System):
             raise TypeError(f"plant must be a ukjax.System; got {type(self.plant).__name__}.")
         if not isinstance(self.servo, Servo):
             raise TypeError(f"servo must be a ukjax.Servo; got {type(self.servo).__name__}.")
+        if overrides(self.plant, "friction"):
+            raise ValueError(
+                f"{type(self.plant).__name__} declares Coulomb friction (System.friction), "
+                "which ukjax's servo control does not compensate yet: its controls would be "
+                "computed for the frictionless plant and the run would not follow the "
+                "servo-constraint. Model the friction as a force the servo sees (forces() "
+                "or nonideal_force(), e.g. a smooth -mu N tanh(v / v0) law), or simulate "
+                "the plant with friction under your own control law."
+            )
         if not overrides(self.plant, "actuators"):
             raise ValueError(
                 f"{type(self.plant).__name__} declares no actuators: define "
@@ -231,6 +249,12 @@ class ServoControlled(System):
 
     def actuators(self, t, q):
         return self.plant.actuators(t, q)
+
+    def forces(self, t, q, qd):
+        return self.plant.forces(t, q, qd)
+
+    def friction(self, t, q):
+        return self.plant.friction(t, q)  # None: plants with friction are refused above
 
     def infeasibility(self, t, q, qd):
         return self.realisation(t, q, qd).infeasibility

@@ -13,13 +13,14 @@ import numpy as np
 from jax.core import Tracer
 from jaxtyping import ArrayLike, Float
 
-from ._adjoint import default_adjoint, refusal, replay_solve, replays
+from ._adjoint import default_adjoint, replays
 from ._contact import AbstractContact, Impact, check_contact
 from ._dynamics import evaluate
 from ._errors import code_error_if
 from ._friction import (
     AbstractFriction,
     check_friction,
+    declares_friction,
     default_friction,
     friction_state,
     invalid_coefficients,
@@ -33,10 +34,8 @@ from ._results import RESULTS, promote
 from ._stabilization import AbstractStabilization, check_stabilization
 from ._stage_loop import StageLoop, unrollable
 from ._system import System, check_state, floatify, overrides
-from ._tracing import autodiff_modes, vmapped
 from ._uk import Failures, default_consistency_tol, report_failures
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
-from ._unrolled import batched_solver
 from ._wrapped import guard, name_collapse, probe_failures
 from ._xla import jit
 
@@ -286,7 +285,7 @@ class _Integration(eqx.Module):
                 q0, refused, initial.code, "ukjax: initial state refused", **initial.values
             )
         if replays(self.adjoint, self.solver, self.max_steps):
-            sol = replay_solve((self, (q0, qd0), ts), refused)
+            sol = self.adjoint.solve(self, (q0, qd0), ts, refused)  # pyright: ignore[reportAttributeAccessIssue]
         else:
             sol = self.forward((q0, qd0), ts, refused, False)[0]
         event = self._event()
@@ -359,13 +358,24 @@ def _is_concrete(*xs) -> bool:
     return not any(isinstance(x, Tracer) for x in jax.tree_util.tree_leaves(xs))
 
 
+_TS_MESSAGE = "ukjax: ts must be finite and strictly increasing (save times in order)."
+
+
 def _check_ts(ts, dtype) -> jax.Array:
+    """`ts` as a 1-D array of the state's dtype: a ValueError when its values are known
+    and not finite and strictly increasing; under a trace the same check at run time
+    (an `equinox.error_if` with the same message, under `vmap` for any member)."""
     ts = jnp.asarray(ts)
     if ts.ndim != 1 or ts.shape[0] < 2:
         raise ValueError(f"ts must be a 1-D array of at least 2 save times; got shape {ts.shape}.")
-    if _is_concrete(ts) and not bool(np.all(np.diff(np.asarray(ts)) > 0)):
-        raise ValueError("ts must be strictly increasing.")
-    return ts.astype(dtype)
+    if _is_concrete(ts):
+        values = np.asarray(ts)
+        if not (np.all(np.isfinite(values)) and np.all(np.diff(values) > 0)):
+            raise ValueError(_TS_MESSAGE)
+        return ts.astype(dtype)
+    ts = ts.astype(dtype)
+    bad = ~(jnp.all(jnp.isfinite(ts)) & jnp.all(ts[1:] > ts[:-1]))
+    return eqx.error_if(ts, bad, _TS_MESSAGE)
 
 
 def simulate(
@@ -409,14 +419,15 @@ def simulate(
     - `stepsize_controller`: any diffrax controller (e.g. `diffrax.ConstantStepSize()`
       with `dt0`); overrides `rtol`/`atol`.
     - `dt0`: initial (or fixed) step; default chosen by the controller.
-    - `adjoint`: how reverse-mode gradients are taken. Default:
-      :class:`ukjax.ReplayAdjoint` (store the accepted states, transpose one step at a
-      time: the same gradient as diffrax's checkpointed loop at about three quarters of
-      its cost) when the stored states fit in 16 MiB per trajectory (`max_steps` x state
-      size), else `diffrax.RecursiveCheckpointAdjoint()`; under forward-mode autodiff
-      (`jax.jvp`, `jax.jacfwd`, which suit few parameters) `diffrax.ForwardMode()`, and
-      under both modes (`jax.hessian`) `diffrax.DirectAdjoint()`. Any diffrax adjoint may
-      be given (one that cannot differentiate in the modes asked: ValueError).
+    - `adjoint`: how derivatives are taken. Default: :class:`ukjax.ReplayAdjoint`
+      (the tangent-linear recursion of the accepted steps as a `jax.custom_jvp`: forward
+      mode, reverse mode as its transpose and second derivatives, in any order with
+      `jax.jit` and `jax.vmap`) when the recorded states fit in 16 MiB per trajectory
+      (`max_steps` x state size), else `diffrax.RecursiveCheckpointAdjoint()` (reverse
+      mode only). Hybrid runs (contacts, impulses) differentiate in reverse mode by
+      default; forward mode there needs `adjoint=diffrax.ForwardMode()`.
+      :class:`ukjax.ReverseReplayAdjoint` takes reverse-mode gradients faster (it is what
+      :func:`ukjax.fit` uses) but refuses forward mode. Any diffrax adjoint may be given.
     - `max_steps`: bound on the number of steps (default 100 000).
     - `stabilization`: a strategy. Default (`None`): for a smooth run,
       `ukjax.Projection(iterations=1, saves=False)` (one mass-metric Newton step on $q$
@@ -470,12 +481,12 @@ def simulate(
     **Returns:** a :class:`ukjax.Solution` with `ts`, `q` (T, n), `qd` (T, n).
 
     Works under `jax.jit`, `jax.vmap` (over `q0`, `qd0` or a batched system built with
-    `equinox.filter_vmap`) and `jax.grad` w.r.t. the system's fields and the initial state.
-    A forward run under `jax.vmap` is compiled as a batch program: an explicit
-    Runge-Kutta `solver` of at most 7 stages (`diffrax.Dopri5()`, `Tsit5()`, ...) runs
-    with its stages written out (:class:`ukjax.Unrolled`), a longer one (the default
-    `Dopri8`) in :class:`ukjax.StageLoop`, and the checks run at the accepted steps; the
-    same method and steps, 1.2-2.2x faster on CPU.
+    `equinox.filter_vmap`), `jax.grad`, `jax.jacfwd`, `jax.jvp` and `jax.hessian` (with
+    respect to the system's fields and the initial state), composed in any order: the
+    program depends on the arguments only, never on how the call is transformed. For a
+    wide `jax.vmap` of runs, :func:`ukjax.sweep` (or a batch form of the solver that it
+    passes itself, `solver=ukjax.StageLoop(diffrax.Dopri8())` or
+    `ukjax.Unrolled(diffrax.Tsit5())`, with `throw=False`) runs faster.
 
     Example:
         >>> import jax, jax.numpy as jnp, ukjax
@@ -519,7 +530,7 @@ def simulate(
         solver=default_solver() if solver is None else solver,
         stepsize_controller=controller,
         dt0=dt0,
-        adjoint=_adjoint(adjoint, max_steps, (q0, qd0), (system, q0, qd0, ts)),
+        adjoint=_adjoint(adjoint, max_steps, (q0, qd0)),
         max_steps=max_steps,
     )
     hybrid = _hybrid_integration(field, q0, ts, contact, impulses, max_events, friction, settings)
@@ -527,7 +538,7 @@ def simulate(
         field = eqx.tree_at(lambda f: f.stabilization, field, given_initial.default_stabilization())
     if hybrid is None:
         field.stabilization.check_adjoint(settings["adjoint"])
-        field, settings = _for_batches(field, settings, (system, q0, qd0, ts))
+        field, settings = _for_batches(field, settings)
     if hybrid is not None:
         if throw and _is_concrete(system, q0, ts):
             _refuse_penetration(hybrid, ts[0], q0)
@@ -541,30 +552,22 @@ def simulate(
     return _integrate(integration, q0, qd0, ts)
 
 
-def _for_batches(field: _VectorField, settings: dict, inputs) -> tuple[_VectorField, dict]:
-    """The field and settings of a smooth run, by how it is traced. A forward run under
-    `jax.vmap` (not differentiated) writes out the stages of an explicit Runge-Kutta
-    method of at most 7 stages (:class:`ukjax.Unrolled`) and runs longer ones, `Dopri8`
-    included, in :class:`ukjax.StageLoop` (:func:`ukjax._unrolled.batched_solver`, as
-    :func:`ukjax.sweep`), forms the saves of `Dopri8` and `Tsit5` once per step
-    (:mod:`ukjax._dense`) and checks
-    its states by the failure event; one trajectory, or any differentiated
-    run, keeps diffrax's stage loop and (with `throw=True`) checks at every stage, which
-    compiles faster (the event, the code of a failed run and its numbers were 1.3-1.6 s
-    more of XLA for AppellHamelWheel's single trajectory) and under `vmap` ran 1.3-1.6x
-    slower on the Duffing oscillator (the same on the double rod), batch 1024."""
-    forward, reverse = autodiff_modes(inputs)
-    batch = vmapped(inputs) and not (forward or reverse)
-    if batch:
-        settings = dict(settings, solver=batched_solver(settings["solver"]))
-    return _place_checks(field, settings["adjoint"], batch), settings
+def _for_batches(field: _VectorField, settings: dict) -> tuple[_VectorField, dict]:
+    """The field and settings of a smooth run, decided by its arguments alone: one
+    program however the run is transformed (`jit`, `vmap`, autodiff, in any order). The
+    solver runs as given (diffrax's stage loop for diffrax's methods, which compiles
+    fastest; `benchmarks/RESULTS.md`, stop 40); a wide `jax.vmap` runs faster with the batch
+    forms :func:`ukjax.sweep` passes itself (`solver=ukjax.StageLoop(diffrax.Dopri8())`,
+    `ukjax.Unrolled(diffrax.Tsit5())`). The checks' placement: :func:`_place_checks`."""
+    return _place_checks(field, settings["adjoint"]), settings
 
 
-def _place_checks(field: _VectorField, adjoint, batch: bool) -> _VectorField:
-    """The field with its checks in the run's failure event (a batch, or `throw=False`),
-    or at every stage (one trajectory with `throw=True`; adjoints that refuse events,
-    `BacksolveAdjoint` and `ImplicitAdjoint`, which can raise but not return a code:
-    `throw=False` is refused for them)."""
+def _place_checks(field: _VectorField, adjoint) -> _VectorField:
+    """The field with its checks at every stage, raising from inside the solve
+    (`throw=True`, and the adjoints that refuse events, `BacksolveAdjoint` and
+    `ImplicitAdjoint`, which can raise but not return a code: `throw=False` is refused
+    for them), or in the run's failure event, which stops the run at the first accepted
+    state that fails and returns its code (`throw=False`: each `vmap` member its own)."""
     refuses = isinstance(adjoint, (diffrax.BacksolveAdjoint, diffrax.ImplicitAdjoint))
     if refuses and not field.throw:
         raise ValueError(
@@ -572,26 +575,17 @@ def _place_checks(field: _VectorField, adjoint, batch: bool) -> _VectorField:
             "adjoint refuses the solve's events): use throw=True, or another adjoint "
             "(the default, or diffrax.RecursiveCheckpointAdjoint())."
         )
-    per_stage = refuses or (field.throw and not batch)
-    return dataclasses.replace(field, per_stage=per_stage)
+    return dataclasses.replace(field, per_stage=refuses or field.throw)
 
 
-def _adjoint(adjoint, max_steps, y0, inputs) -> diffrax.AbstractAdjoint:
-    """The run's adjoint: the given one, else :func:`ukjax._adjoint.default_adjoint`
-    (`diffrax.ForwardMode()` under `jax.jvp`/`jax.jacfwd`, `diffrax.DirectAdjoint()`
-    under `jax.hessian`). An adjoint that cannot differentiate in the modes the inputs
-    are traced by is refused here, not by JAX's message about custom VJPs."""
-    if adjoint is None:
-        return default_adjoint(max_steps, y0, traced=inputs)
-    why = refusal(adjoint, inputs)
-    if why is not None:
-        raise ValueError(why)
-    return adjoint
+def _adjoint(adjoint, max_steps, y0) -> diffrax.AbstractAdjoint:
+    """The run's adjoint: the given one, else :func:`ukjax._adjoint.default_adjoint`."""
+    return default_adjoint(max_steps, y0) if adjoint is None else adjoint
 
 
-def _friction_law(system: System, friction, has_contacts: bool) -> AbstractFriction | None:
+def _friction_law(system: System, friction, has_contacts: bool, t0, q0) -> AbstractFriction | None:
     name = type(system).__name__
-    declares = overrides(system, "friction")
+    declares = declares_friction(system, t0, q0)
     if friction is not None and not declares:
         raise ValueError(
             f"friction= was given but {name} declares no friction: define friction(self, t, q) "
@@ -602,7 +596,7 @@ def _friction_law(system: System, friction, has_contacts: bool) -> AbstractFrict
             f"{name} declares friction but no unilateral constraints: friction acts on "
             "contacts, so define unilateral(self, t, q) too (one tangent row per contact)."
         )
-    law = default_friction(system, friction)
+    law = default_friction(friction, declares)
     return None if law is None else floatify(check_friction(law))
 
 
@@ -618,7 +612,7 @@ def _hybrid_integration(
             f"contact= was given but {type(system).__name__} declares no unilateral "
             "constraints: define unilateral(self, t, q) returning g (admissible where g >= 0)."
         )
-    friction_law = _friction_law(system, friction, out is not None)
+    friction_law = _friction_law(system, friction, out is not None, t0, q0)
     if out is None and impulses is None:
         return None
     if not isinstance(max_events, int) or max_events < 1:

@@ -134,20 +134,6 @@ def _nonzero(x) -> np.ndarray:
     return (x != 0) | ~np.isfinite(x)
 
 
-def _leaf_key(x):
-    if isinstance(x, Tracer):
-        return ("traced", x.shape, str(x.dtype))
-    if isinstance(x, (jax.Array, np.ndarray)):
-        if jnp.issubdtype(x.dtype, jnp.inexact):
-            return ("float", x.shape, str(x.dtype))
-        return ("value", x.shape, str(x.dtype), np.asarray(x).tobytes())
-    try:
-        hash(x)
-    except TypeError:
-        return ("object", id(x))
-    return ("object", x)
-
-
 def _randomized(system, rng: np.random.Generator):
     """The system with every floating-point array replaced by random values in [0.5, 1.5]
     (None if a non-float field is traced: its value cannot be known)."""
@@ -164,28 +150,12 @@ def _randomized(system, rng: np.random.Generator):
     return jax.tree_util.tree_unflatten(treedef, out)
 
 
-_CACHE: dict[Any, Structure | None] = {}
-_CACHE_SIZE = 256
-
-
 def detect(system, n: int, dtype, blocks_fn) -> Structure | None:
     """The structure of `system` (n coordinates), or None when it cannot be probed.
 
     `blocks_fn(system, t, q, qd)` returns (M, A_hol or None, A_nonhol or None, A_raw or
     None) at one state (dense)."""
-    leaves, treedef = jax.tree_util.tree_flatten(system)
-    try:
-        key = (treedef, tuple(_leaf_key(x) for x in leaves), n, str(dtype), blocks_fn)
-        hash(key)
-    except TypeError:
-        return None
-    if key in _CACHE:
-        return _CACHE[key]
-    structure = _probe(system, n, dtype, blocks_fn)
-    if len(_CACHE) >= _CACHE_SIZE:
-        _CACHE.clear()
-    _CACHE[key] = structure
-    return structure
+    return _probe(system, n, dtype, blocks_fn)
 
 
 def _probe(system, n, dtype, blocks_fn) -> Structure | None:

@@ -149,6 +149,12 @@ def as_time(t, dtype):
 def check_state(q, qd, system: System | None = None):
     """Validate (n,) state arrays at trace time and give them a common floating dtype; with
     `system`, check n against the number of coordinates it declares."""
+    for name, x, what in (("q", q, "coordinates"), ("qd", qd, "velocities")):
+        if x is None:
+            raise ValueError(
+                f"{name} (the initial {what}) is None: give it as a 1-D array of length n "
+                "(e.g. jnp.zeros(n) for a start at rest)."
+            )
     q, qd = jnp.asarray(q), jnp.asarray(qd)
     if q.ndim != 1:
         raise ValueError(
@@ -156,7 +162,9 @@ def check_state(q, qd, system: System | None = None):
             "For a batch, use jax.vmap."
         )
     if qd.shape != q.shape:
-        raise ValueError(f"qd must have the same shape as q {q.shape}; got {qd.shape}.")
+        raise ValueError(
+            f"qd (the velocities) must have the same shape as q {q.shape}; got {qd.shape}."
+        )
     n = None if system is None else system.num_coordinates()
     if n is not None and q.shape[0] != n:
         raise ValueError(

@@ -57,7 +57,6 @@ _BATCHED = ((_LIBRARY_FUSIONS, ""),)
 _SINGLE = ((_FUSION_EMITTERS, False),)
 
 
-@functools.cache
 def _options(wanted: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, Any], ...]:
     """Those of `wanted` that this backend's XLA accepts and `XLA_FLAGS` does not set."""
     if jax.default_backend() != "cpu":
@@ -100,34 +99,34 @@ def compiler_options(batched: bool = True) -> dict[str, Any]:
 
 class _Jit:
     """`eqx.filter_jit(fn)`, compiled with :func:`compiler_options` when it is the
-    outermost program. JAX accepts compiler options only there; under another trace (a
-    user's `jax.jit`, `vmap`, `grad`) the plain jit is used and the outer program's
-    options apply. Created at the first call (the options depend on the backend, which
-    must not be initialised at import)."""
+    outermost program. JAX accepts compiler options only there: under another trace (a
+    user's `jax.jit`, `vmap`, `grad`, seen through the arguments' tracers or, for a jit
+    that closes over concrete values, through JAX's refusal) the plain jit is used and
+    the outer program's options apply. The tuned jit is created at the first outermost
+    call (the options depend on the backend, which must not be initialised at import),
+    under a lock so that threads (sweep's workers) share one compilation."""
 
     def __init__(self, fn: Callable, batched: bool):
         functools.update_wrapper(self, fn)
         self._fn = fn
         self._batched = batched
-        self._jitted: dict[bool, Callable] = {}
+        self._plain = eqx.filter_jit(fn)
+        self._tuned: Callable | None = None
         self._lock = threading.Lock()
 
     def __call__(self, *args, **kwargs):
-        top = _top_level()
-        with self._lock:  # threads (sweep's workers) share one jit, so one compilation
-            if top not in self._jitted:
-                options = compiler_options(self._batched) if top else {}
-                self._jitted[top] = _filter_jit(self._fn, options)
-        return self._jitted[top](*args, **kwargs)
-
-
-def _top_level() -> bool:
-    """Whether no JAX trace is active (jax's own test, private; False if it moved)."""
-    try:
-        from jax._src.core import trace_state_clean
-    except ImportError:
-        return False
-    return trace_state_clean()
+        leaves = jax.tree_util.tree_leaves((args, kwargs))
+        if any(isinstance(x, jax.core.Tracer) for x in leaves):
+            return self._plain(*args, **kwargs)
+        with self._lock:
+            if self._tuned is None:
+                self._tuned = _filter_jit(self._fn, compiler_options(self._batched))
+        try:
+            return self._tuned(*args, **kwargs)
+        except ValueError as e:
+            if "top-level" not in str(e):
+                raise
+            return self._plain(*args, **kwargs)  # inside a trace that closes over values
 
 
 def _filter_jit(fn: Callable, options: dict[str, Any]) -> Callable:

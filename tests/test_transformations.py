@@ -1,0 +1,115 @@
+"""simulate under every order of JAX transformations: the same values and derivatives
+(to round-off) whether jit, vmap and the autodiff transformations are applied inside or
+outside one another, at the defaults, on a system written as a user would write it (int
+fields, its own coordinates). References: central differences, and the derivative of the
+closed-form motion of a pendulum at small amplitude is not exact, so the checks compare
+the transformation orders with one another and with finite differences of the forward
+solve."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ukjax
+
+
+class Pendulum(ukjax.System):
+    """A point mass on a rod in Cartesian coordinates (x, y), as a user writes it."""
+
+    mass: int = 1
+    length: int = 1
+    g: float = 9.81
+
+    def mass_matrix(self, t, q):
+        return self.mass * jnp.eye(2)
+
+    def potential_energy(self, t, q):
+        return self.mass * self.g * q[1]
+
+    def holonomic(self, t, q):
+        return jnp.array([q @ q - self.length**2])
+
+
+TS = jnp.linspace(0.0, 0.6, 4)
+Q0 = jnp.array([jnp.sin(0.7), -jnp.cos(0.7)])
+
+
+def loss(g):
+    sol = ukjax.simulate(Pendulum(g=g), Q0, jnp.zeros(2), TS)
+    return sol.q[-1, 0] + 0.5 * sol.qd[2, 1]
+
+
+def central(f, x, h=1e-5):
+    return (f(x + h) - f(x - h)) / (2 * h)
+
+
+@pytest.mark.slow
+def test_first_derivatives_agree_in_every_order():
+    """grad, jacrev, jacfwd and jvp, each with jit inside and outside, and under vmap:
+    equal to round-off and to central differences of the forward solve."""
+    g = 9.81
+    want = central(jax.jit(loss), g)
+    orders = {
+        "grad": jax.grad(loss),
+        "jit(grad)": jax.jit(jax.grad(loss)),
+        "grad(jit)": jax.grad(jax.jit(loss)),
+        "jacfwd": jax.jacfwd(loss),
+        "jacfwd(jit)": jax.jacfwd(jax.jit(loss)),
+        "jit(jacfwd)": jax.jit(jax.jacfwd(loss)),
+        "jvp(jit)": lambda x: jax.jvp(jax.jit(loss), (x,), (1.0,))[1],
+    }
+    got = {name: float(f(g)) for name, f in orders.items()}
+    for name, value in got.items():
+        np.testing.assert_allclose(value, got["grad"], rtol=1e-11, err_msg=name)
+    # the discrete derivative against differences of adaptive runs (noise ~ tol / h)
+    np.testing.assert_allclose(got["grad"], want, rtol=0, atol=1e-6)
+    gs = jnp.array([9.0, 9.81])
+    batched = {
+        "vmap(grad)": jax.vmap(jax.grad(loss))(gs),
+        "vmap(jit(jacfwd))": jax.vmap(jax.jit(jax.jacfwd(loss)))(gs),
+        "jit(vmap(jvp))": jax.jit(jax.vmap(lambda x: jax.jvp(loss, (x,), (1.0,))[1]))(gs),
+    }
+    for name, values in batched.items():
+        np.testing.assert_allclose(values[1], got["grad"], rtol=1e-11, err_msg=name)
+        np.testing.assert_allclose(values[0], jax.grad(loss)(9.0), rtol=1e-11, err_msg=name)
+
+
+def test_forward_mode_through_a_jit_at_the_defaults():
+    """The order that used to fail (forward mode through a jit, jax.jacfwd(jax.jit(f)))
+    at the defaults against central differences (the default suite; every order against
+    every other: the slow tests below, and test_adjoint's reverse mode)."""
+    g = 9.81
+    forward = jax.jacfwd(jax.jit(loss))(g)
+    np.testing.assert_allclose(forward, central(jax.jit(loss), g), rtol=0, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_vmap_and_jit_in_either_order_give_the_same_run():
+    """jit(vmap(simulate)) and vmap(jit(simulate)) compile the same run program: equal
+    saves (bitwise here: the same operations), and equal to a loop of single runs."""
+    gs = jnp.array([9.0, 9.81, 10.5])
+    run = lambda g: ukjax.simulate(Pendulum(g=g), Q0, jnp.zeros(2), TS).q
+    a = jax.jit(jax.vmap(run))(gs)
+    b = jax.vmap(jax.jit(run))(gs)
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    for i, g in enumerate(gs):
+        np.testing.assert_allclose(a[i], run(g), rtol=0, atol=1e-13)
+
+
+@pytest.mark.slow
+def test_second_derivatives_agree_in_every_order():
+    """hessian (forward over reverse), jacrev of jacfwd, jacfwd of jacfwd and jit of
+    hessian: equal to round-off and to central differences of the gradient."""
+    g = 9.81
+    want = central(jax.jit(jax.grad(loss)), g, h=1e-4)
+    orders = {
+        "hessian": jax.hessian(loss),
+        "jacrev(jacfwd)": jax.jacrev(jax.jacfwd(loss)),
+        "jacfwd(jacfwd)": jax.jacfwd(jax.jacfwd(loss)),
+        "jit(hessian)": jax.jit(jax.hessian(loss)),
+    }
+    got = {name: float(f(g)) for name, f in orders.items()}
+    for name, value in got.items():
+        np.testing.assert_allclose(value, got["hessian"], rtol=1e-9, err_msg=name)
+    np.testing.assert_allclose(got["hessian"], want, rtol=1e-5)
