@@ -67,6 +67,7 @@ def main():
         stepsize_controller=diffrax.ConstantStepSize(),
         dt0=0.01,
         initial_conditions=ukjax.IgnoreInitial(),
+        adjoint=ukjax.ReverseReplayAdjoint(),  # reverse mode only: the faster replay
     )
     w_T, w_u = 10.0, 1e-3
 

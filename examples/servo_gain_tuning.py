@@ -52,6 +52,7 @@ def run(log_gains, mass, length):
         solver=diffrax.Tsit5(),
         stepsize_controller=diffrax.ConstantStepSize(),
         dt0=0.02,
+        adjoint=ukjax.ReverseReplayAdjoint(),  # reverse mode only: the faster replay
     )
     history = ukjax.servo_history(ctrl, sol)
     tau, err = history.tau, history.error

@@ -87,14 +87,16 @@ def test_forward_mode_through_a_jit_at_the_defaults():
 @pytest.mark.slow
 def test_vmap_and_jit_in_either_order_give_the_same_run():
     """jit(vmap(simulate)) and vmap(jit(simulate)) compile the same run program: equal
-    saves (bitwise here: the same operations), and equal to a loop of single runs."""
+    saves (bitwise here: the same operations), and equal to a loop of single runs to
+    round-off of the integration (a batched program fuses its operations differently;
+    1e-11 against the default tolerance of 1e-12, 7.8e-13 measured)."""
     gs = jnp.array([9.0, 9.81, 10.5])
     run = lambda g: ukjax.simulate(Pendulum(g=g), Q0, jnp.zeros(2), TS).q
     a = jax.jit(jax.vmap(run))(gs)
     b = jax.vmap(jax.jit(run))(gs)
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     for i, g in enumerate(gs):
-        np.testing.assert_allclose(a[i], run(g), rtol=0, atol=1e-13)
+        np.testing.assert_allclose(a[i], run(g), rtol=0, atol=1e-11)
 
 
 @pytest.mark.slow

@@ -293,19 +293,22 @@ def test_diffrax_adjoints_differentiate_written_out_stages(adjoint):
 
 
 @pytest.mark.slow
-def test_a_batch_runs_the_default_method_in_a_stage_loop():
-    """A vmap of runs at simulate's default (Dopri8) is the run of StageLoop(Dopri8()) bit
-    for bit; one trajectory at a time (diffrax's stage loop) takes the same steps and
-    agrees to rounding, as does the written-out Unrolled(Dopri8())."""
+def test_a_batch_runs_the_same_program_as_one_trajectory():
+    """A vmap of runs at simulate's default (Dopri8) is the program of one trajectory
+    (diffrax's stage loop), batched: the same steps as the single runs and their values
+    to rounding; StageLoop(Dopri8()) and the written-out Unrolled(Dopri8()), the batch
+    forms sweep passes, take the same method and agree to rounding."""
     ts = jnp.linspace(0.0, 1.3, 7)
     q0 = jnp.array([[1.0, 0.0], [0.0, -1.0], [0.6, -0.8]])
     qd0 = jnp.array([[0.0, 1.0], [2.0, 0.0], [0.8, 0.6]])
     sim = lambda a, b, **kw: ukjax.simulate(CartesianPendulum(), a, b, ts, **kw)
     batch = lambda **kw: jax.jit(jax.vmap(lambda a, b: sim(a, b, **kw)))(q0, qd0)
+    # other stage arithmetic: the adaptive steps may differ at round-off, so the two agree
+    # to the global error of runs at tolerance 1e-12 (1.8e-11 measured)
     default, looped = batch(), batch(solver=ukjax.StageLoop(diffrax.Dopri8()))
-    np.testing.assert_array_equal(default.q, looped.q)
+    np.testing.assert_allclose(default.q, looped.q, rtol=0, atol=1e-10)
     unrolled = batch(solver=ukjax.Unrolled(diffrax.Dopri8()))
-    np.testing.assert_allclose(default.q, unrolled.q, rtol=0, atol=1e-11)
+    np.testing.assert_allclose(default.q, unrolled.q, rtol=0, atol=1e-10)
     for i in range(len(q0)):
         one = sim(q0[i], qd0[i])
         assert int(default.stats["num_steps"][i]) == int(one.stats["num_steps"])

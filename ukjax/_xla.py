@@ -49,6 +49,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import numpy as np
+from jax.core import Tracer
 
 
 _LIBRARY_FUSIONS = "xla_cpu_experimental_ynn_fusion_type"
@@ -116,7 +117,7 @@ class _Jit:
 
     def __call__(self, *args, **kwargs):
         leaves = jax.tree_util.tree_leaves((args, kwargs))
-        if any(isinstance(x, jax.core.Tracer) for x in leaves):
+        if any(isinstance(x, Tracer) for x in leaves):
             return self._plain(*args, **kwargs)
         with self._lock:
             if self._tuned is None:
