@@ -1,10 +1,11 @@
 """Cost of gradients through simulate at the defaults a user gets: value_and_grad time /
-forward time for simulate's default adjoint (ukjax.ReplayAdjoint, every autodiff mode),
-the reverse-only ukjax.ReverseReplayAdjoint and each diffrax adjoint, where the reverse pass spends its time (the forward sweep that records the states
-vs the backward sweep), the same ratio for a plain diffrax
-ODE of the same size (the floor set by diffrax's checkpointed loop), central finite
-differences over the p parameters (the peer, 2p + 1 forward solves, in the same run), and
-the compiled working memory for long horizons.
+forward time for simulate's default adjoint (ukjax.ReplayAdjoint, every autodiff mode,
+in reverse mode and with jax.jacfwd), the reverse-only ukjax.ReverseReplayAdjoint and each
+diffrax adjoint, where the reverse pass spends its time (the forward sweep that records the
+states vs the backward sweep), the same ratio for a plain diffrax ODE of the same size
+(the floor set by diffrax's checkpointed loop), central finite differences over the p
+parameters (the peer, 2p + 1 forward solves, in the same run), and the compiled working
+memory for long horizons.
 
 System: a 5-link planar chain with joint damping; p = 10 parameters (5 masses, 5 damping
 coefficients); loss = weighted sum of the saved positions (21 save points on t in [0, 3]).

@@ -16,8 +16,10 @@ import numpy as np
 from . import __version__
 from ._dynamics import energy
 from ._residuals import constraint_residuals
+from ._results import RESULTS
 from ._simulate import simulate
 from ._sweep import sweep
+from ._unrolled import batched_solver
 from ._xla import compiler_options
 from .systems import CartesianPendulum, DoubleRodPendulum, DuffingOscillator, PlanarChain
 
@@ -36,8 +38,12 @@ def _demo_run(args):
     yd0 = jnp.linspace(1.0, 6.0, B)  # sweep the initial speed along y (the thesis' value: 4)
     q0 = jnp.tile(jnp.array([1.0, 0.0, 0.0]), (B, 1))
     qd0 = jnp.stack([jnp.zeros(B), yd0, jnp.zeros(B)], axis=1)
+    # the batch form of the default method (Dopri8 in a StageLoop, as `sweep` runs it) and
+    # the checks by the failure event, each member with its own result code
+    solver = batched_solver(None)
     run = jax.jit(
-        jax.vmap(lambda a, b: simulate(system, a, b, ts)), compiler_options=compiler_options()
+        jax.vmap(lambda a, b: simulate(system, a, b, ts, solver=solver, throw=False)),
+        compiler_options=compiler_options(),
     )
     t0 = time.perf_counter()
     sol = jax.block_until_ready(run(q0, qd0))
@@ -45,6 +51,9 @@ def _demo_run(args):
     t0 = time.perf_counter()
     sol = jax.block_until_ready(run(q0, qd0))
     t_run = time.perf_counter() - t0
+    failed = int(jnp.sum(sol.result != RESULTS.successful))
+    if failed:
+        raise RuntimeError(f"ukjax demo: {failed} of {B} trajectories failed.")
     res = jax.vmap(jax.vmap(lambda q, qd: constraint_residuals(system, 0.0, q, qd).max_abs()))(
         sol.q, sol.qd
     )

@@ -137,11 +137,11 @@ class StageLoop(ExplicitStages):
     a loop whose combinations are sums of the stage buffer's slots (see the module); the
     same method and dense output.
 
-    Use it for batched runs of many-stage methods: a forward `jax.vmap` of
-    :func:`ukjax.simulate` and :func:`ukjax.sweep` run methods of more than 7 stages
-    (`Dopri8`, simulate's default) so by themselves; pass it where `vmap` reaches
-    `simulate` through a `jit`. A batch of 1024 ran `Dopri8` 1.2-2.2x faster than
-    diffrax's stage loop on the 2-core box, compiling as fast.
+    Use it for batched runs of many-stage methods: :func:`ukjax.sweep` runs methods of
+    more than 7 stages (`Dopri8`, simulate's default) so by itself; pass it to a wide
+    `jax.vmap` of `simulate` yourself (`simulate` runs the solver it is given); it runs
+    `Dopri8` faster than diffrax's stage loop under `vmap`, compiling as fast
+    (`benchmarks/RESULTS.md`).
 
     Example (an implicit method is refused, as by :class:`ukjax.Unrolled`):
         >>> import diffrax, ukjax

@@ -23,8 +23,8 @@ than with diffrax's loop, 4096 of them 1.5-1.8x. The price is compilation: the p
 holds one copy of the vector field per stage (`Dopri5`: 7, `Dopri8`: 14), +0.0-0.7 s for
 `Dopri5` and +2.4-5.6 s for `Dopri8`. A single trajectory loses (up to 2.7x slower, XLA
 compilation up to 8x longer): a single trajectory of :func:`ukjax.simulate` keeps
-diffrax's loop unless given an :class:`Unrolled` solver. :func:`ukjax.sweep` and a
-forward `jax.vmap` of :func:`ukjax.simulate` write out the stages of methods with at most
+diffrax's loop unless given an :class:`Unrolled` solver. :func:`ukjax.sweep` writes
+out the stages of methods with at most
 :data:`SWEEP_STAGES` stages, and run longer ones (`Dopri8`, the default) in
 :class:`ukjax.StageLoop`, as fast as written out at the compilation cost of diffrax's
 loop (:func:`batched_solver`).
@@ -61,8 +61,8 @@ SWEEP_STAGES = 7  # batches write out the stages of methods with at most this ma
 
 
 def batched_solver(solver: diffrax.AbstractSolver | None) -> diffrax.AbstractSolver:
-    """The solver a batch of trajectories runs (:func:`ukjax.sweep`, a forward `jax.vmap`
-    of :func:`ukjax.simulate`) for the `solver` it is given (`None`:
+    """The solver a batch of trajectories runs (:func:`ukjax.sweep` passes it to
+    :func:`ukjax.simulate`) for the `solver` it is given (`None`:
     :func:`ukjax.simulate`'s default, `Dopri8`): an :func:`unrollable` method as
     :class:`Unrolled` when it has at most :data:`SWEEP_STAGES` stages and as
     :class:`ukjax.StageLoop` when it has more; anything else as it is, except that a
@@ -91,9 +91,9 @@ class Unrolled(ExplicitStages):
     r"""`solver` (an explicit Runge-Kutta method of diffrax's or ukjax's) with the stages
     of each step written out instead of looped over; the same method and dense output.
 
-    Use it for batched runs of methods of few stages (a forward `jax.vmap` of
-    :func:`ukjax.simulate` and :func:`ukjax.sweep` apply it themselves to methods of at
-    most 7 stages; pass it where `vmap` reaches `simulate` through a `jit`): a batch of
+    Use it for batched runs of methods of few stages (:func:`ukjax.sweep` applies it
+    itself to methods of at most 7 stages; pass it to a wide `jax.vmap` of `simulate`
+    yourself): a batch of
     1024 ran 1.4-1.9x faster than with diffrax's stage loop on the 2-core box, at the cost
     of one copy of the vector field per stage in the compiled program. Methods of more
     stages run as fast, and compile faster, in :class:`ukjax.StageLoop`. A single
