@@ -72,7 +72,7 @@ class Impact(AbstractContact):
     r"""Rigid contact with Newton restitution, event-driven (Bajodah 2003, ch. 6).
 
     At $g_i = 0$ with $\dot g_i^- < 0$ the velocity jumps to the UK impulsive projection
-    (Bajodah 2003, eqs 424-427 in UK form, CAP-19)
+    (Bajodah 2003, eqs 424-427, in the UK form)
 
     $$\dot q^+ = \dot q^- - A_M^+\,(A\dot q^- - c^+)$$
 
@@ -210,7 +210,7 @@ class HuntCrossley(AbstractContact):
     as $\max(x, 0)^n$.
 
     The thesis prints $\lambda = n\alpha k$ with $\alpha = -5\cdot10^7$, which makes the
-    damping *anti*-dissipative (SEED_CASES erratum for Ex. 5.2); this class requires the
+    damping *anti*-dissipative (a sign error in Bajodah 2003, Ex. 5.2); this class requires the
     dissipative sign $\lambda \ge 0$ (:meth:`from_alpha` takes $|\alpha|$).
 
     - `stiffness` $k$, `damping` $\lambda$, `exponent` $n$ (default 3/2), `mass` $m$

@@ -124,7 +124,8 @@ class VelocityTolerance(AbstractFriction):
       v_i$ when $|v_i| > \delta$. Below the tolerance the thesis keeps $\operatorname{sgn}
       v_i$ with $\operatorname{sgn}(0) = -1$ (eqs 382–383, `literal=True`); the physically
       consistent choice (default) slides along the net applied force, $s_i =
-      -\operatorname{sgn} F_i$ (SEED_CASES erratum for Ex. 5.3);
+      -\operatorname{sgn} F_i$ (a correction to Bajodah 2003, Ex. 5.3, whose rule
+      can make friction push along the load);
     - otherwise **stick** through the acceleration constraint $\dot v_i = -a\,v_i$, whose
       UK constraint force is the friction force.
 

@@ -4,7 +4,7 @@ An impulse $\hat{\mathcal I}$ (generalized, N·s) applied to a system with veloc
 constraints $J(q,t)\dot q = c$ (the holonomic rows $\dot\varphi = \varphi_q\dot q +
 \varphi_t = 0$ and the nonholonomic rows $\psi = 0$, linear in $\dot q$ across the
 impulse) changes the velocity to (Bajodah 2003, *Acceleration Constraints in Modeling and
-Control of Nonholonomic Systems*, ch. 6, eqs 424-427, in the UK form of CAP-19)
+Control of Nonholonomic Systems*, ch. 6, eqs 424-427, in the UK form)
 
 $$w = \dot q^- + M^{-1}\hat{\mathcal I},\qquad \dot q^+ = w - A_M^+(Jw - c),$$
 

@@ -10,21 +10,21 @@ with $\ddot q_0$ the UK acceleration without input. A **servo-constraint** (a
 :class:`Servo`: holonomic $\sigma(q,t) = 0$ and/or nonholonomic $\sigma(q,\dot q,t) = 0$,
 with error dynamics) is a row block $A_s\ddot q = b_s$ that the *actuators* must realise,
 so (Bajodah 2003, *Acceleration Constraints in Modeling and Control of Nonholonomic
-Systems*, §7.2, eqs 472-483, CAP-20)
+Systems*, §7.2, eqs 472-483)
 
 $$S\tau = z,\qquad S = A_sK,\quad z = b_s - A_s\ddot q_0,\qquad
 \tau = S^+z + (I - S^+S)\,y,$$
 
 $y$ from `null_control(t, q, qd)` (default 0: the minimum-norm control). With full
 actuation ($G$ invertible, no passive constraints) the $y = 0$ control is the ideal,
-Gauss-minimal one of §7.3 (CAP-21): $G\tau$ equals the UK constraint force of the
+Gauss-minimal one of §7.3: $G\tau$ equals the UK constraint force of the
 servo-constraint treated as a passive ideal constraint. When $z$ is not in the range of $S$
 (too few actuators, a singular configuration) the relative residual
 $\|S\tau - z\| / (\|z\| + \|S\|\|\tau\|)$ is reported as the system's `infeasibility`, and
 a run fails with `ukjax.RESULTS.servo_infeasible` instead of following a wrong motion.
 
 Servo-constraints that involve the inputs themselves, $\phi(q, \dot q, \tau, t) = 0$
-(Bajodah 2003, §8.2, CAP-24), are realised the same way by carrying the inputs as
+(Bajodah 2003, §8.2), are realised the same way by carrying the inputs as
 velocities of extra coordinates (the plant's state then includes $\tau$, and the actuators
 drive $\dot\tau$): see `examples/spacecraft_kinetic_energy_decay.py`.
 """

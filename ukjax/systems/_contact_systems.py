@@ -55,7 +55,7 @@ class DiscBar(System):
     $$g(q) = h - R\cos\theta_1 - L\cos\theta_2 \ge 0$$
 
     (the thesis writes $\varphi = -g \le 0$, eq 356). Ex. 5.1 has $h = R + 3L/4$
-    (:meth:`ex51`), Ex. 5.2 prints $h = R + L/3$ (eq 371; SEED_CASES erratum: the two
+    (:meth:`ex51`), Ex. 5.2 prints $h = R + L/3$ (eq 371: the thesis' two
     examples disagree, so $h$ is a field, :meth:`ex52`). The thesis gives no geometry or
     inertia; the defaults ($R = 0.5$, $L = 1$, $m_B = 1$, a uniform bar, a uniform disc of
     mass 1, $g = 9.81$) are this project's choice. The mass matrix and forces are eqs
