@@ -192,13 +192,6 @@ def _is_none(x) -> bool:
     return x is None
 
 
-def _zeros_where_none(tangent, like):
-    """`tangent` with a zero array wherever it is a symbolic zero (None)."""
-    return jtu.tree_map(
-        lambda t, x: jnp.zeros_like(x) if t is None else t, tangent, like, is_leaf=_is_none
-    )
-
-
 def _pick(cond, a, b):
     return jtu.tree_map(lambda x, y: jnp.where(cond, x, y), a, b)
 
@@ -268,25 +261,10 @@ class _Sweep(eqx.Module):
         return (dy1, at_saves), row
 
     def _steps(self, shape: tuple[int, int, int]):
-        """(k, start time, end time, start state) of every step, padded to
-        outer x middle x inner rows and laid out in those blocks; a step not taken reads
-        as a zero-length step at the initial state (every value stays finite)."""
-        size = self.step_ts.shape[0]
-        total = shape[0] * shape[1] * shape[2]
-        k = jnp.arange(total)
-        taken = k < self.count
-        first = (k == 0) | ~taken
-        pad = lambda x, v: jnp.concatenate([x, jnp.full((total - size,) + x.shape[1:], v, x.dtype)])
-        ends = pad(self.step_ts, jnp.inf)
-        ta = jnp.where(first, self.ts[0], jnp.concatenate([self.ts[:1], ends[:-1]]))
-        tb = jnp.where(taken, ends, ta)
-        shift = lambda y0, ys: jnp.concatenate([y0[None], pad(ys, 0)[:-1]])
-        ya = jtu.tree_map(shift, self.y0, self.step_ys)
-        ya = _pick(
-            first[:, None],
-            jtu.tree_map(lambda y: jnp.broadcast_to(y, (total,) + y.shape), self.y0),
-            ya,
-        )
+        """(k, start time, end time, start state) of every step (:meth:`_start`), padded
+        to outer x middle x inner rows and laid out in those blocks."""
+        k = jnp.arange(shape[0] * shape[1] * shape[2])
+        _, ta, tb, ya = jax.vmap(self._start)(k)
         block = lambda x: x.reshape(shape + x.shape[1:])
         return jtu.tree_map(block, (k, ta, tb, ya))
 
@@ -356,12 +334,13 @@ def _differentiated(run, t_run):
     return eqx.partition(run, has)
 
 
-def _refuse_ts(t_ts) -> None:
-    if t_ts is not None:
+def _refuse_ts(perturbed: bool, name: str) -> None:
+    """A ValueError when the save times `ts` are differentiated (`perturbed`): neither
+    replay differentiates with respect to them."""
+    if perturbed:
         raise ValueError(
-            "ukjax.ReplayAdjoint (the default adjoint of a smooth run) does not "
-            "differentiate with respect to the save times ts: pass "
-            "adjoint=diffrax.RecursiveCheckpointAdjoint() to simulate."
+            f"ukjax.{name} does not differentiate with respect to the save times ts: "
+            "pass adjoint=diffrax.RecursiveCheckpointAdjoint() to simulate."
         )
 
 
@@ -370,14 +349,14 @@ def _sweep(primals, tangents, steps):
     symbolic zeros."""
     run, y0, ts, args = primals
     t_run, t_y0, t_ts, _ = tangents
-    _refuse_ts(t_ts)
+    _refuse_ts(t_ts is not None, "ReplayAdjoint (the default adjoint of a smooth run)")
     diff, static = _differentiated(run, t_run)
-    t_diff = eqx.filter(t_run, jtu.tree_map(lambda t: t is not None, t_run, is_leaf=_is_none))
+    t_diff = t_run  # None exactly where `diff` is: the tangents of `diff`
     step_ts, step_ys = steps
     count = jnp.sum(jnp.isfinite(step_ts))
     save_steps = jnp.searchsorted(step_ts, ts, side="left")
     sweep = _Sweep(diff, static, y0, ts, args, step_ts, step_ys, count, save_steps)
-    t_y0 = _zeros_where_none(t_y0, y0)
+    t_y0 = _cotangent(t_y0, y0)  # symbolic zeros (None) as zero arrays
     return sweep, t_diff, t_y0
 
 
@@ -449,12 +428,7 @@ def reverse_replay_solve(vjp_arg, args):
 
 def _fwd(perturbed, vjp_arg, args):
     run, y0, ts = vjp_arg
-    if any(jax.tree_util.tree_leaves(perturbed[2])):
-        raise ValueError(
-            "ukjax.ReverseReplayAdjoint does not "
-            "differentiate with respect to the save times ts: pass "
-            "adjoint=diffrax.RecursiveCheckpointAdjoint() to simulate."
-        )
+    _refuse_ts(any(jax.tree_util.tree_leaves(perturbed[2])), "ReverseReplayAdjoint")
     sol, steps = run.forward(y0, ts, args, True)
     return sol, steps
 

@@ -37,7 +37,7 @@ from ._system import System, check_state, floatify, overrides
 from ._uk import Failures, default_consistency_tol, report_failures
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
 from ._wrapped import guard, name_collapse, probe_failures
-from ._xla import jit
+from ._xla import is_concrete, jit
 
 
 class Solution(eqx.Module):
@@ -354,10 +354,6 @@ def _consistency_tol(tol, controller, uk_solver: AbstractUKSolver, dtype) -> flo
     return max(default_consistency_tol(dtype, uk_solver.consistency_floor(dtype)), rtol**0.5)
 
 
-def _is_concrete(*xs) -> bool:
-    return not any(isinstance(x, Tracer) for x in jax.tree_util.tree_leaves(xs))
-
-
 _TS_MESSAGE = "ukjax: ts must be finite and strictly increasing (save times in order)."
 
 
@@ -368,7 +364,7 @@ def _check_ts(ts, dtype) -> jax.Array:
     ts = jnp.asarray(ts)
     if ts.ndim != 1 or ts.shape[0] < 2:
         raise ValueError(f"ts must be a 1-D array of at least 2 save times; got shape {ts.shape}.")
-    if _is_concrete(ts):
+    if is_concrete(ts):
         values = np.asarray(ts)
         if not (np.all(np.isfinite(values)) and np.all(np.diff(values) > 0)):
             raise ValueError(_TS_MESSAGE)
@@ -510,10 +506,10 @@ def simulate(
     initial = given_initial = check_initial_policy(initial_conditions)
     # The first save time; from NumPy when concrete (an eager jax indexing operation is
     # an XLA compilation), as a 0-d array (traced, not static, under jit).
-    t0 = np.asarray(ts)[0].reshape(()) if _is_concrete(ts) else ts[0]
-    if _is_concrete(system, q0, qd0):
+    t0 = np.asarray(ts)[0].reshape(()) if is_concrete(ts) else ts[0]
+    if is_concrete(system, q0, qd0):
         probe_indexing(system, t0, q0, qd0)
-    if throw and _is_concrete(system, q0, qd0, ts):  # a plain ValueError with the residuals
+    if throw and is_concrete(system, q0, qd0, ts):  # a plain ValueError with the residuals
         initial, q0, qd0 = initial.apply_eagerly(system, t0, q0, qd0)
     uk_solver = check_uk_solver(uk_solver)
     controller = _controller(stepsize_controller, rtol, atol, dt0, q0.dtype)
@@ -538,9 +534,9 @@ def simulate(
         field = eqx.tree_at(lambda f: f.stabilization, field, given_initial.default_stabilization())
     if hybrid is None:
         field.stabilization.check_adjoint(settings["adjoint"])
-        field, settings = _for_batches(field, settings)
+        field = _place_checks(field, settings["adjoint"])
     if hybrid is not None:
-        if throw and _is_concrete(system, q0, ts):
+        if throw and is_concrete(system, q0, ts):
             _refuse_penetration(hybrid, ts[0], q0)
             _refuse_friction(hybrid, ts[0], q0)
         return _integrate_hybrid(hybrid, q0, qd0, ts)
@@ -552,18 +548,11 @@ def simulate(
     return _integrate(integration, q0, qd0, ts)
 
 
-def _for_batches(field: _VectorField, settings: dict) -> tuple[_VectorField, dict]:
-    """The field and settings of a smooth run, decided by its arguments alone: one
-    program however the run is transformed (`jit`, `vmap`, autodiff, in any order). The
-    solver runs as given (diffrax's stage loop for diffrax's methods, which compiles
-    fastest; `benchmarks/RESULTS.md`, stop 40); a wide `jax.vmap` runs faster with the batch
-    forms :func:`ukjax.sweep` passes itself (`solver=ukjax.StageLoop(diffrax.Dopri8())`,
-    `ukjax.Unrolled(diffrax.Tsit5())`). The checks' placement: :func:`_place_checks`."""
-    return _place_checks(field, settings["adjoint"]), settings
-
-
 def _place_checks(field: _VectorField, adjoint) -> _VectorField:
-    """The field with its checks at every stage, raising from inside the solve
+    """Where a smooth run's checks go, decided by its arguments alone (one program however
+    the run is transformed; the solver runs as given, and a wide `jax.vmap` runs faster
+    with the batch forms :func:`ukjax.sweep` passes itself, `ukjax.StageLoop` and
+    `ukjax.Unrolled`). The field with its checks at every stage, raising from inside the solve
     (`throw=True`, and the adjoints that refuse events, `BacksolveAdjoint` and
     `ImplicitAdjoint`, which can raise but not return a code: `throw=False` is refused
     for them), or in the run's failure event, which stops the run at the first accepted

@@ -218,8 +218,8 @@ def _program(system: System, ts, layout: _Layout, kwargs) -> Callable:
     """The compiled chunk program for this sweep, as a function of (params, q0, qd0): one
     program per system structure, taking the system's values and `ts` as arguments, so
     a loop of sweeps over other values compiles once (JAX's own jit cache; ukjax keeps
-    no cache of its own). Baking the values in as constants ran the Duffing oscillator's
-    chunk 1.15-1.2x faster but needs a compilation per set of values."""
+    no cache of its own). Baking the values in as constants runs faster but needs a
+    compilation per set of values (`benchmarks/RESULTS.md`, sweep, stop 36)."""
     dynamic = floatify(system)
     return lambda p, a, b: _run_chunk(dynamic, ts, p, a, b, layout, kwargs)
 

@@ -98,6 +98,11 @@ def compiler_options(batched: bool = True) -> dict[str, Any]:
     return dict(_options(_BATCHED if batched else _SINGLE))
 
 
+def is_concrete(*trees) -> bool:
+    """Whether no leaf of `trees` is a JAX tracer (the values are known now)."""
+    return not any(isinstance(x, Tracer) for x in jax.tree_util.tree_leaves(trees))
+
+
 class _Jit:
     """`eqx.filter_jit(fn)`, compiled with :func:`compiler_options` when it is the
     outermost program. JAX accepts compiler options only there: under another trace (a
@@ -116,8 +121,7 @@ class _Jit:
         self._lock = threading.Lock()
 
     def __call__(self, *args, **kwargs):
-        leaves = jax.tree_util.tree_leaves((args, kwargs))
-        if any(isinstance(x, Tracer) for x in leaves):
+        if not is_concrete(args, kwargs):
             return self._plain(*args, **kwargs)
         with self._lock:
             if self._tuned is None:
