@@ -18,12 +18,19 @@ MODULES = sorted(
     if not m.name.endswith("__main__")
 )
 # Modules with nothing public of their own to show (command line, plumbing).
-NO_EXAMPLE = {"ukjax._cli", "ukjax._errors", "ukjax._probe", "ukjax._sweep_store", "ukjax.systems"}
+NO_EXAMPLE = {
+    "ukjax._cli",
+    "ukjax._errors",
+    "ukjax._probe",
+    "ukjax._sweep_exec",
+    "ukjax._sweep_share",
+    "ukjax.systems",
+}
 
 
 # Docstring examples that take long (a whole fit, a whole sweep, derivatives of whole
 # runs: each has its own tests in the default suite) run with the slow tests.
-SLOW_MODULES = {"ukjax._fit", "ukjax._sweep", "ukjax._adjoint"}
+SLOW_MODULES = {"ukjax._fit", "ukjax._sweep", "ukjax._sweep_store", "ukjax._adjoint"}
 
 
 @pytest.mark.parametrize(
@@ -56,6 +63,8 @@ CONTAINERS = {
     "FitResult",
     "Solution",
     "SweepResult",
+    "SweepStatus",
+    "IncompleteSweepError",
     "TrajectoryData",
     "UKTerms",
 }

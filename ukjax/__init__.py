@@ -28,7 +28,9 @@ The public API:
 - Initial-condition policies: :class:`CheckInitial` (default), :class:`ProjectInitial`,
   :class:`IgnoreInitial`; :func:`constraint_residuals`, :func:`project_initial_conditions`.
 - :func:`diagnostics`: residuals, energy and constraint forces along a solution.
-- :func:`sweep`, :func:`load_sweep`: chunked, sharded, resumable batched sweeps.
+- :func:`sweep`, :func:`load_sweep`, :func:`sweep_status`: chunked, sharded, resumable
+  batched sweeps, on this machine or handed to a distributed executor (Dask, a process
+  pool, Ray, submitit) or split among workers without a coordinator (SLURM job arrays).
 - :func:`fit`, :class:`TrajectoryData`, :func:`trajectory_loss`, :func:`predict`:
   identification and control with optax.
 - :class:`KuttaMerson`, :class:`RK4`: fixed-step Runge-Kutta methods as diffrax solvers;
@@ -166,6 +168,9 @@ from ._sweep import (
     RESULT_NAMES as RESULT_NAMES,
 )
 from ._sweep import (
+    IncompleteSweepError as IncompleteSweepError,
+)
+from ._sweep import (
     SweepResult as SweepResult,
 )
 from ._sweep import (
@@ -173,6 +178,12 @@ from ._sweep import (
 )
 from ._sweep import (
     sweep as sweep,
+)
+from ._sweep_store import (
+    SweepStatus as SweepStatus,
+)
+from ._sweep_store import (
+    sweep_status as sweep_status,
 )
 from ._system import System as System
 from ._uk import (

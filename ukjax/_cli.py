@@ -19,6 +19,7 @@ from ._residuals import constraint_residuals
 from ._results import RESULTS
 from ._simulate import simulate
 from ._sweep import sweep
+from ._sweep_store import sweep_status
 from ._unrolled import batched_solver
 from ._xla import compiler_options
 from .systems import CartesianPendulum, DoubleRodPendulum, DuffingOscillator, PlanarChain
@@ -183,7 +184,36 @@ def _sweep_batch(name, B, links, rng):
     return s, q0, qd0
 
 
+def _sweep_status(args) -> int:
+    if args.folder is None:
+        raise SystemExit("ukjax sweep status: give the sweep's folder: ukjax sweep status OUT")
+    try:
+        status = sweep_status(args.folder)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"ukjax sweep status: {e}", file=sys.stderr)
+        return 2
+    print(status)
+    return 0 if status.complete else 1
+
+
+def _worker_arg(text: str) -> tuple[int, int]:
+    k, _, count = text.partition("/")
+    try:
+        worker = int(k), int(count)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected k/P (worker k of P), got {text!r}") from None
+    if not (worker[1] >= 1 and 0 <= worker[0] < worker[1]):
+        raise argparse.ArgumentTypeError(f"expected k/P with 0 <= k < P, got {text!r}")
+    return worker
+
+
 def _sweep(args) -> int:
+    if args.action == "status":
+        return _sweep_status(args)
+    if args.folder is not None:
+        raise SystemExit(
+            f"ukjax sweep: unexpected argument {args.folder!r} (the output folder is --out)"
+        )
     _x64(args)
 
     rng = np.random.default_rng(args.seed)
@@ -205,6 +235,7 @@ def _sweep(args) -> int:
         chunk_size=args.chunk,
         vector_width=args.vector_width,
         workers=args.workers,
+        worker=args.worker,
         save_final_only=args.final_only,
         progress=not args.quiet,
     )
@@ -228,6 +259,9 @@ def _sweep(args) -> int:
         f"{wall:.2f} s wall (compile included), {summary['failed']} failed trajectories, "
         f"{summary['mean_steps']:.0f} steps per trajectory on average"
     )
+    if not res.complete:  # one worker's share: the folder's summary is the whole sweep's
+        print(f"  this worker's share is done; `ukjax sweep status {args.out}` lists the rest")
+        return 0 if summary["failed"] == 0 else 1
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     print(f"  results: ukjax.load_sweep({args.out!r}); summary in {args.out}/summary.json")
@@ -278,7 +312,23 @@ def main(argv=None) -> int:
         description="Run a system from the literature over a large batch of random initial "
         "conditions, in "
         "chunks sharded over all local devices, writing each finished chunk to --out. Run "
-        "the same command again to resume an interrupted sweep.",
+        "the same command again to resume an interrupted sweep. `ukjax sweep status OUT` "
+        "lists the done, missing and damaged chunks of a sweep folder.",
+    )
+    sw.add_argument(
+        "action",
+        nargs="?",
+        choices=("run", "status"),
+        default="run",
+        help="run (default): compute the sweep; status: list the chunks of FOLDER",
+    )
+    sw.add_argument("folder", nargs="?", default=None, help="the sweep folder (for status)")
+    sw.add_argument(
+        "--worker",
+        type=_worker_arg,
+        default=None,
+        help="k/P: compute only worker k's share of the chunks (i %% P == k) into --out; "
+        "default: from SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT when set, else all",
     )
     sw.add_argument(
         "--system",

@@ -1,40 +1,40 @@
-r"""Large batched sweeps: chunked, sharded over local devices, written to disk chunk by chunk
-and resumable after an interruption."""
+r"""Large batched sweeps: chunked, sharded over local devices or handed to a distributed
+executor, written to disk chunk by chunk and resumable after an interruption."""
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
+import re
 import sys
 import time
-from collections import deque
-from collections.abc import Callable, Generator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ._probe import probe_indexing
-from ._results import NAMES, code_of
-from ._simulate import _check_ts, simulate
+from ._results import NAMES
+from ._simulate import _check_ts
+from ._sweep_exec import ChunkJob, Layout, on_executor, on_threads
+from ._sweep_share import Share, share
 from ._sweep_store import (
     Chunk,
     ChunkStore,
     DamagedChunk,
+    chunk_file,
     chunk_rows,
     concatenate,
     fingerprint,
     load_chunk,
+    ranges,
     read_meta,
     system_signature,
 )
-from ._system import System, check_state, floatify
+from ._system import System, check_state
 from ._unrolled import batched_solver
-from ._xla import jit
 
 
 RESULT_NAMES = NAMES
@@ -57,6 +57,10 @@ class SweepResult(NamedTuple):
     - `chunks_computed`, `chunks_loaded`: how many chunks this call computed, and how many
       it found already on disk (a resumed sweep).
     - `devices`: the number of devices the batch axis was sharded over.
+    - `index` (B,): the trajectory index (row of the sweep's batch) of each row here.
+    - `missing`: the chunks of the sweep that are *not* in this result: empty for a whole
+      sweep; a worker's own share (``worker=(k, P)``, a SLURM array task) and
+      ``load_sweep(..., partial=True)`` name the rest here. :attr:`complete` says which.
     """
 
     ts: np.ndarray
@@ -69,6 +73,13 @@ class SweepResult(NamedTuple):
     chunks_computed: int
     chunks_loaded: int
     devices: int
+    index: np.ndarray
+    missing: tuple[int, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        """Whether this result holds every trajectory of the sweep."""
+        return not self.missing
 
     def failures(self) -> dict[str, np.ndarray]:
         """The indices of the failed trajectories, by the name of their result code."""
@@ -79,14 +90,19 @@ class SweepResult(NamedTuple):
     def summary(self) -> str:
         """One line: how many trajectories failed, why, and the first indices of each."""
         fails = self.failures()
+        part = (
+            ""
+            if self.complete
+            else f" (a partial result: chunks {ranges(self.missing)} are not in it)"
+        )
         if not fails:
-            return f"all {len(self.result)} trajectories succeeded"
+            return f"all {len(self.result)} trajectories succeeded{part}"
         n = sum(len(v) for v in fails.values())
         parts = [
             f"{len(v)} x {k} (indices {v[:5].tolist()}{' ...' if len(v) > 5 else ''})"
             for k, v in fails.items()
         ]
-        return f"{n} of {len(self.result)} trajectories failed: " + "; ".join(parts)
+        return f"{n} of {len(self.result)} trajectories failed{part}: " + "; ".join(parts)
 
 
 class _Batch(NamedTuple):
@@ -150,11 +166,6 @@ class _Plan(NamedTuple):
     def bounds(self, i: int, B: int) -> tuple[int, int]:
         return i * self.chunk, min((i + 1) * self.chunk, B)
 
-    def mine(self) -> list[int]:
-        """The chunks this process computes (process k of P: i % P == k)."""
-        pid, nproc = jax.process_index(), jax.process_count()
-        return [i for i in range(self.n_chunks) if i % nproc == pid]
-
 
 def _plan(B: int, chunk_size: int, devices: list, vector_width: int | None, spread: int) -> _Plan:
     """Chunks of at most `chunk_size` trajectories, and at least `spread` chunks when the
@@ -173,62 +184,6 @@ def _plan(B: int, chunk_size: int, devices: list, vector_width: int | None, spre
     return _Plan(devices, per_device, width, chunk, -(-B // chunk))
 
 
-class _Layout(NamedTuple):
-    """The static shape of one chunk's program: `devices` x `per_device` trajectories, each
-    device's share run as groups of `width`; `final_only` keeps the last save only."""
-
-    devices: int
-    per_device: int
-    width: int
-    final_only: bool
-
-
-def _chunk(system: System, ts, params, q0, qd0, layout: _Layout, kwargs):
-    """One (padded) chunk: (chunk, ...) -> (devices, per_device, ...), vmapped over the
-    sharded device axis; each device's share is a loop over groups of `width` (lax.map
-    vmaps within a group)."""
-
-    def one(p, a, b):
-        s = system
-        if p:
-            names = sorted(p)
-            s = eqx.tree_at(
-                lambda s_: [getattr(s_, k) for k in names], system, [p[k] for k in names]
-            )
-        sol = simulate(s, a, b, ts, **kwargs)
-        q, qd = (sol.q[-1:], sol.qd[-1:]) if layout.final_only else (sol.q, sol.qd)
-        return q, qd, code_of(sol.result), sol.stats["num_steps"]
-
-    nd, per_device = layout.devices, layout.per_device
-    if layout.width == per_device:  # one group per device: a vmap (lax.map's loop of one
-        per_dev = jax.vmap(one)  # pass cost 5-10 %)
-    else:
-        per_dev = lambda *xs: jax.lax.map(lambda ys: one(*ys), xs, batch_size=layout.width)
-    if nd == 1:
-        return per_dev(params, q0, qd0)
-    split = lambda x: x.reshape((nd, per_device) + x.shape[1:])
-    out = jax.vmap(per_dev)(*jax.tree_util.tree_map(split, (params, q0, qd0)))
-    return jax.tree_util.tree_map(lambda y: y.reshape((nd * per_device,) + y.shape[2:]), out)
-
-
-_run_chunk = jit(_chunk)  # one program per structure: the system's values and ts are arguments
-
-
-def _program(system: System, ts, layout: _Layout, kwargs) -> Callable:
-    """The compiled chunk program for this sweep, as a function of (params, q0, qd0): one
-    program per system structure, taking the system's values and `ts` as arguments, so
-    a loop of sweeps over other values compiles once (JAX's own jit cache; ukjax keeps
-    no cache of its own). Baking the values in as constants runs faster but needs a
-    compilation per set of values (`benchmarks/RESULTS.md`, sweep, stop 36)."""
-    dynamic = floatify(system)
-    return lambda p, a, b: _run_chunk(dynamic, ts, p, a, b, layout, kwargs)
-
-
-def _sharding(plan: _Plan):
-    mesh = jax.sharding.Mesh(np.array(plan.devices), ("batch",))
-    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
-
-
 def _store(out, system, ts, batch: _Batch, plan: _Plan, final_only: bool, kwargs) -> ChunkStore:
     names = sorted(batch.params)
     treedef, leaves = system_signature(system)
@@ -242,6 +197,9 @@ def _store(out, system, ts, batch: _Batch, plan: _Plan, final_only: bool, kwargs
             sorted(kwargs.items(), key=lambda kv: kv[0]),
         ]
     )
+    # the same sweep in another process (a worker, a resumed run) has objects at other
+    # addresses: reprs such as <function f at 0x7f...> must not change the fingerprint
+    extra = re.sub(r"0x[0-9a-fA-F]+", "0x", extra)
     fp = fingerprint(
         ts, batch.q0, batch.qd0, *[batch.params[k] for k in names], *leaves, extra=extra
     )
@@ -318,31 +276,68 @@ def _memory_cap(plan: _Plan, n_saves: int, n: int, itemsize: int) -> int:
     return max(1, budget // max(per_chunk, 1))
 
 
-def _in_order(
-    fn: Callable[[int], Chunk], items: list[int], workers: int
-) -> Generator[tuple[int, Chunk], None, None]:
-    """Yield (i, fn(i)) for the items in their order, with up to `workers` calls running
-    at once on threads (XLA:CPU runs a program on the thread that calls it, on one core:
-    two chunks on two threads take the time of one). An exception of fn(i) is raised when
-    i's turn comes; the calls not yet started are then cancelled."""
-    if workers <= 1:
-        for i in items:
-            yield i, fn(i)
+def _distribution(out, executor, worker, workers, devices, compilation_cache) -> None:
+    """Refuse combinations of the distribution arguments that cannot mean anything."""
+    if worker is not None and out is None:
+        raise ValueError(
+            "sweep: worker=(k, P) computes a share of the chunks into a folder that the other "
+            "workers fill too: give out=FOLDER (shared by all workers), and gather the whole "
+            "result with ukjax.load_sweep(FOLDER)."
+        )
+    if executor is None:
+        if compilation_cache is not None:
+            raise ValueError(
+                "sweep: compilation_cache is set in an executor's worker processes; without "
+                "executor= set JAX's own jax_compilation_cache_dir (or the environment "
+                "variable JAX_COMPILATION_CACHE_DIR) before the first compilation."
+            )
         return
-    pool = ThreadPoolExecutor(workers, thread_name_prefix="ukjax-sweep")
-    running: deque = deque()
-    pending = iter(items)
-    try:
-        for i in itertools.islice(pending, workers):
-            running.append((i, pool.submit(fn, i)))
-        while running:
-            i, future = running.popleft()
-            result = future.result()
-            for j in itertools.islice(pending, 1):
-                running.append((j, pool.submit(fn, j)))
-            yield i, result
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+    if not callable(getattr(executor, "submit", None)):
+        raise ValueError(
+            "sweep: executor must have a submit(fn, *args, **kwargs) method that returns a "
+            "future with .result() (concurrent.futures.ProcessPoolExecutor, "
+            f"dask.distributed.Client, submitit's executors, ...); got {type(executor).__name__}."
+        )
+    if workers is not None or devices is not None:
+        raise ValueError(
+            "sweep: workers= and devices= choose threads and devices of this process; with "
+            "executor= the executor's workers compute the chunks (each on its default "
+            "device). Drop workers/devices, or drop executor."
+        )
+
+
+def _cache_dir(compilation_cache, out) -> str | None:
+    """Where executor tasks keep JAX's persistent compilation cache."""
+    if compilation_cache is False:
+        return None
+    if compilation_cache is None:
+        return None if out is None else os.path.join(os.fspath(out), "compilation_cache")
+    return os.path.abspath(os.fspath(compilation_cache))
+
+
+def _announce(mine: list[int], n_chunks: int, part: Share, progress: bool) -> None:
+    if progress and part.count > 1:
+        print(
+            f"sweep: {part}: {len(mine)} of {n_chunks} chunks ({ranges(mine) or 'none'})",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _written(store: ChunkStore) -> Callable[[int], Chunk]:
+    """Read back a chunk a task wrote; an error if this process cannot see it."""
+
+    def read(i: int) -> Chunk:
+        chunk = store.load(i)
+        if chunk is None:
+            raise RuntimeError(
+                f"sweep: a worker computed chunk {i}, but {chunk_file(store.path, i)!r} is "
+                "not readable from this process. With an executor, out must be a folder that "
+                "this process and every worker share (the same path on a shared file system)."
+            )
+        return chunk
+
+    return read
 
 
 def sweep(
@@ -360,6 +355,9 @@ def sweep(
     progress: bool = True,
     on_chunk: Callable[[int, int], None] | None = None,
     workers: int | None = None,
+    executor: Any = None,
+    worker: tuple[int, int] | None = None,
+    compilation_cache: str | bool | None = None,
     **simulate_kwargs,
 ) -> SweepResult:
     r"""Simulate one system over a large batch of initial conditions and/or parameters.
@@ -373,20 +371,36 @@ def sweep(
     was killed resumes where it stopped. ``out/meta.json`` holds a fingerprint of the
     inputs; a folder that holds a different sweep is refused.
 
-    **Several hosts.** Start every process with ``jax.distributed.initialize(...)``, give
-    them a shared `out` folder and the same arguments: process ``k`` of ``P`` computes the
-    chunks ``i`` with ``i % P == k`` on its local devices. Each returns when its own
-    chunks are done; :func:`load_sweep` gathers the whole result once all have finished.
+    **On a cluster: an executor.** With ``executor=EX`` (anything with
+    ``EX.submit(fn, *args, **kwargs)`` returning a future with ``.result()``: a
+    ``concurrent.futures.ProcessPoolExecutor``, a ``dask.distributed.Client``, submitit's
+    executors, a thin wrapper around Ray), each chunk is one task. The task computes the
+    chunk in the worker's process, on its default device, with the same program as a
+    sweep without an executor (results are bitwise equal) and, with `out` (a folder all
+    workers and this process share), writes the chunk file itself; this process reads it
+    back. A task the executor loses (a worker died, a connection dropped) is submitted
+    again, up to 3 times; nothing already written is lost, and a sweep that still cannot
+    finish says so and resumes when run again. Each worker process compiles the program
+    once and keeps it for its later tasks; with `out`, tasks also use JAX's persistent
+    compilation cache in ``out/compilation_cache`` (or `compilation_cache`) where the
+    workers run with ``EQX_ON_ERROR=nan``, so that a worker started later (or a
+    restarted one) loads the program instead of compiling it.
 
-    **Compilation.** The first sweep of a system type (with its field shapes, `params`
-    names, save count and options) compiles a program in which the system's other values
-    and `ts` are constants, as in a ``jax.jit`` of a ``vmap`` that closes over them (XLA
-    folds them: up to 1.2x faster, measured on a forced oscillator). A later sweep with
-    the same values (another batch, a resumed sweep) reuses it. Once other values of the
-    same structure are swept, that structure switches to one program that takes the values
-    and `ts` as arguments, compiled once and reused by every later sweep: a loop of sweeps
-    over a parameter compiles at most twice. Values that vary within a sweep belong in
-    `params` (always arguments).
+    **Workers without a coordinator.** With ``worker=(k, P)`` (or, when `worker` is not
+    given, in a SLURM job array: ``SLURM_ARRAY_TASK_ID`` and ``SLURM_ARRAY_TASK_COUNT`` in
+    the environment; or under ``jax.distributed``, process k of P), a call with `out`
+    computes only the chunks ``i`` with ``i % P == k`` (skipping those already on disk),
+    and returns its own share: a :class:`SweepResult` whose ``missing`` names the other
+    chunks (``complete`` is false). :func:`load_sweep` reads the whole sweep once every
+    worker is done, and names the missing chunks until then; :func:`sweep_status` (``ukjax
+    sweep status OUT``) lists done, missing and damaged chunks. Any worker may be run
+    again: it computes only what is missing from its share. Without `out`, every call
+    computes the whole sweep.
+
+    **Compilation.** One program per system structure (its type, field shapes and static
+    fields, `params` names), save count and options: the system's values and the save
+    times are arguments, so a loop of sweeps over other values compiles once (JAX's own
+    jit cache; ukjax keeps none).
 
     **Arguments:**
 
@@ -398,13 +412,12 @@ def sweep(
     - `out`: folder for the chunk files (``None``: keep everything in memory).
     - `chunk_size`: trajectories per chunk at most (rounded up to a multiple of the device
       count). A vmapped chunk steps in lockstep until its slowest member is done, so a
-      batch in grid order (neighbours alike) wastes less in chunks than in one wide call:
-      1.5x less time for a 4096 double-rod grid in chunks of 1024; shuffled, that batch
-      gained nothing (2.51 s in one call, 2.48 s in chunks of 256; `benchmarks/RESULTS.md`,
-      sweep section). In memory (no `out`), a batch of fewer than `workers` x
-      `chunk_size` trajectories is cut into `workers` equal chunks, so that every core
-      has one; with `out` the chunks are `chunk_size` whatever the machine (the folder's
-      chunks must match when a sweep resumes, possibly elsewhere).
+      batch in grid order (neighbours alike) wastes less in chunks than in one wide call
+      (``benchmarks/RESULTS.md``, sweep section). In memory (no `out`, no `executor`), a
+      batch of fewer than `workers` x `chunk_size` trajectories is cut into `workers`
+      equal chunks, so that every core has one; otherwise the chunks are `chunk_size`
+      whatever the machine (the folder's chunks must match when a sweep resumes, possibly
+      elsewhere).
     - `save_final_only`: keep only the last state of each trajectory (`q`, `qd` of shape
       (B, 1, n)) instead of all of `ts`.
     - `devices`: devices to shard over; default all local devices of the default backend.
@@ -415,25 +428,37 @@ def sweep(
     - `progress`: print a progress line on stderr.
     - `on_chunk`: called as ``on_chunk(i, n_chunks)`` after chunk ``i`` is finished and
       saved (in the order of ``i``).
-    - `workers`: how many chunks run at once, each on its own thread. ``None`` (default):
-      on the CPU backend one per core this process may use (divided by the number of
-      devices the batch is sharded over), elsewhere 1. XLA:CPU runs such a program on the
-      thread that calls it, on one core, so a plain ``vmap`` of :func:`simulate` uses one
-      core however wide it is; on the 2-core test box two chunks on two threads ran a
-      4096-member Duffing batch in 0.40 s against 0.68 s for one ``jax.jit(jax.vmap(...))``
-      (``benchmarks/RESULTS.md``, sweep section). The default runs no more chunks at once
-      than fit in a quarter of the machine's memory (three copies of a chunk's saves
-      each). Results, files and `on_chunk` calls are handled in chunk order on the calling
-      thread; an error in one chunk is raised when its turn comes, after the chunks before
-      it are saved.
+    - `workers`: how many chunks run at once, each on its own thread of this process.
+      ``None`` (default): on the CPU backend one per core this process may use (divided by
+      the number of devices the batch is sharded over), elsewhere 1. XLA:CPU runs such a
+      program on the thread that calls it, on one core, so a plain ``vmap`` of
+      :func:`simulate` uses one core however wide it is. The default runs no more chunks
+      at once than fit in a quarter of the machine's memory (three copies of a chunk's
+      saves each). Results, files and `on_chunk` calls are handled in chunk order on the
+      calling thread; an error in one chunk is raised when its turn comes, after the
+      chunks before it are saved.
+    - `executor`: compute each chunk as a task of this executor (above); not with
+      `workers` or `devices`. An error raised inside a task (a bad system, a trace-time
+      error) is raised here with the task's traceback attached.
+    - `worker`: ``(k, P)``: compute only this worker's share of the chunks (above); needs
+      `out`. ``None`` (default): from the SLURM array variables or ``jax.distributed``
+      when present, else every chunk.
+    - `compilation_cache`: folder for JAX's persistent compilation cache in the
+      executor's worker processes (set there at a task's start when that process has
+      none and has not compiled yet; JAX reads it once per process). ``None`` (default):
+      ``out/compilation_cache`` when `out` is given; ``False``: none. JAX stores only
+      programs without host callbacks: set ``EQX_ON_ERROR=nan`` in the workers'
+      environment (equinox's checks are callbacks otherwise; a sweep with ``throw=False``
+      needs none of them, its save times are checked here). For `worker` and SLURM runs,
+      set ``JAX_COMPILATION_CACHE_DIR`` and ``EQX_ON_ERROR=nan`` in the job's
+      environment.
     - `simulate_kwargs`: passed to :func:`ukjax.simulate` (solver, rtol, atol, ...);
       ``throw`` defaults to ``False`` so that one failed trajectory does not stop a sweep:
       check ``result.ok``. An explicit Runge-Kutta `solver` of at most 7 stages
       (`Dopri5`, `Tsit5`, `Bosh3`, `RK4`, ...) is run as :class:`ukjax.Unrolled` (the same
-      method, its stages written out: 1.4-1.9x faster batched); a longer one (the default
-      `Dopri8`, 14 stages) as :class:`ukjax.StageLoop` (its stages in a loop of sums:
-      1.2-2.2x faster than diffrax's loop batched, compiled as fast); the saves of
-      `Dopri8` and `Tsit5` are formed once per step (:mod:`ukjax._dense`).
+      method, its stages written out); a longer one (the default `Dopri8`, 14 stages) as
+      :class:`ukjax.StageLoop` (its stages in a loop of sums); the saves of `Dopri8` and
+      `Tsit5` are formed once per step (:mod:`ukjax._dense`).
 
     Example:
         >>> import jax, jax.numpy as jnp, ukjax
@@ -441,30 +466,46 @@ def sweep(
         >>> theta0 = jnp.linspace(0.1, 3.0, 8)[:, None]
         >>> res = ukjax.sweep(SimplePendulum(), theta0, jnp.zeros_like(theta0),
         ...                   jnp.linspace(0.0, 1.0, 5), chunk_size=4, progress=False)
-        >>> res.q.shape, bool(res.ok.all())
-        ((8, 5, 1), True)
+        >>> res.q.shape, bool(res.ok.all()), res.complete
+        ((8, 5, 1), True, True)
+
+        On a process pool (a Dask ``Client`` is used the same way):
+
+        >>> import concurrent.futures, multiprocessing, tempfile
+        >>> spawn = multiprocessing.get_context("spawn")
+        >>> with concurrent.futures.ProcessPoolExecutor(2, mp_context=spawn) as pool:
+        ...     far = ukjax.sweep(SimplePendulum(), theta0, jnp.zeros_like(theta0),
+        ...                       jnp.linspace(0.0, 1.0, 5), chunk_size=4, progress=False,
+        ...                       out=tempfile.mkdtemp(), executor=pool)
+        >>> bool((far.q == res.q).all())
+        True
     """
+    _distribution(out, executor, worker, workers, devices, compilation_cache)
     batch = _batch(system, q0, qd0, params)
     q_first, qd_first = check_state(batch.q0[0], batch.qd0[0], system)
     ts = _check_ts(ts, q_first.dtype)
     probe_indexing(system, ts[0], q_first, qd_first)
     B = batch.size
+    if executor is not None:  # each task runs on its worker's default device
+        devices = [None]
     devices = list(jax.local_devices() if devices is None else devices)
-    n_workers = _workers(workers, devices)
+    n_workers = 1 if executor is not None else _workers(workers, devices)
     # in memory, a small batch is cut so that every worker has a chunk; with `out`, the
     # chunks are `chunk_size` whatever the machine (a sweep resumes on another one)
-    plan = _plan(B, chunk_size, devices, vector_width, n_workers if out is None else 1)
+    spread = n_workers if out is None and executor is None else 1
+    plan = _plan(B, chunk_size, devices, vector_width, spread)
     simulate_kwargs.setdefault("throw", False)
-    layout = _Layout(len(plan.devices), plan.per_device, plan.width, save_final_only)
-    sharding = _sharding(plan)
+    layout = Layout(len(plan.devices), plan.per_device, plan.width, save_final_only)
     store = (
         None
         if out is None
         else _store(out, system, ts, batch, plan, save_final_only, simulate_kwargs)
     )
     run_kwargs = dict(simulate_kwargs, solver=batched_solver(simulate_kwargs.get("solver")))
-    program = _program(system, ts, layout, run_kwargs)
-    mine = plan.mine()
+    job = ChunkJob.create(system, ts, layout, run_kwargs)
+    part = share(worker) if store is not None else share((0, 1))
+    mine = part.chunks(plan.n_chunks)
+    _announce(mine, plan.n_chunks, part, progress)
     results: dict[int, Chunk] = {}
     bar = _Progress(len(mine), progress)
     todo = []
@@ -476,51 +517,94 @@ def sweep(
         results[i] = chunk
         bar.update(len(results), 0, len(results))
 
-    def compute(i: int) -> Chunk:
+    def rows(i: int) -> tuple[tuple, int]:
+        """Chunk i's rows, padded with the last trajectory, and how many are real."""
         lo, hi = plan.bounds(i, B)
-        idx = np.minimum(np.arange(lo, lo + plan.chunk), B - 1)  # pad with the last one
-        p, a, b = jax.device_put(batch.take(idx), sharding)
-        outs = jax.device_get(program(p, a, b))
-        return Chunk(*(np.asarray(x[: hi - lo]) for x in outs))
+        return batch.take(np.minimum(np.arange(lo, lo + plan.chunk), B - 1)), hi - lo
 
     loaded = len(results)
-    if workers is None:  # the default never runs more chunks at once than memory holds
-        n = batch.q0.shape[-1]
-        n_workers = min(n_workers, _memory_cap(plan, ts.shape[0], n, ts.dtype.itemsize))
-    with contextlib.closing(_in_order(compute, todo, min(n_workers, len(todo)))) as chunks:
+    if executor is None:
+        if workers is None:  # the default never runs more chunks at once than memory holds
+            n = batch.q0.shape[-1]
+            n_workers = min(n_workers, _memory_cap(plan, ts.shape[0], n, ts.dtype.itemsize))
+        compute = lambda i: job.compute(*rows(i), plan.devices)
+        chunks = on_threads(compute, todo, min(n_workers, len(todo)))
+    else:
+        if store is not None:
+            store.create()
+            job = job._replace(out=store.path, meta=store.meta)
+        job = job._replace(cache=_cache_dir(compilation_cache, out))
+        written = _written(store) if store is not None else lambda i: results[i]
+        explicit = compilation_cache is not None and compilation_cache is not False
+        chunks = on_executor(executor, job, todo, rows, written, explicit)
+    with contextlib.closing(chunks):
         for i, chunk in chunks:
             # trace-time errors surface with the first chunk, before anything is written
             results[i] = chunk
-            if store is not None:
+            if store is not None and executor is None:
                 store.create()  # idempotent: meta.json is written once
                 store.save(i, chunk)
             lo, hi = plan.bounds(i, B)
             bar.update(len(results), hi - lo, loaded)
             if on_chunk is not None:
                 on_chunk(i, plan.n_chunks)
-    computed = len(todo)
-    res = concatenate([results[i] for i in mine])
     ts_out = np.asarray(ts)[-1:] if save_final_only else np.asarray(ts)
+    res = (
+        concatenate([results[i] for i in mine])
+        if mine
+        else _empty(ts_out.shape[0], batch.q0.shape[-1], batch.q0.dtype)
+    )
+    index = np.concatenate([np.arange(*plan.bounds(i, B)) for i in mine] or [np.zeros(0, int)])
     out_ = SweepResult(
         ts_out,
         *res,
         res.result == 0,
         None if store is None else store.path,
-        computed,
+        len(todo),
         loaded,
-        len(plan.devices),
+        1 if executor is not None else len(plan.devices),
+        index,
+        tuple(sorted(set(range(plan.n_chunks)) - set(mine))),
     )
     if progress and not out_.ok.all():
         print(f"sweep: {out_.summary()}", file=sys.stderr, flush=True)
+    if progress and not out_.complete:
+        print(
+            f"sweep: {part} done; ukjax.load_sweep({out!r}) reads the whole sweep once "
+            "every worker has finished.",
+            file=sys.stderr,
+            flush=True,
+        )
     return out_
 
 
-def load_sweep(path: str) -> SweepResult:
-    """Load a finished sweep written by :func:`sweep` (all chunks, from every host).
+def _empty(T: int, n: int, dtype) -> Chunk:
+    """The arrays of no trajectories (a worker whose share is empty, a folder with no
+    chunk yet)."""
+    states = np.zeros((0, T, n), dtype)
+    return Chunk(states, states.copy(), np.zeros(0, np.int32), np.zeros(0, np.int32))
 
-    Raises ``FileNotFoundError`` naming the chunks that are missing or damaged (unreadable,
-    of the wrong shape, or not matching their recorded checksum) if the sweep is
-    incomplete, and an error naming the folder if its ``meta.json`` is missing or broken.
+
+class IncompleteSweepError(FileNotFoundError):
+    """A sweep folder without all its chunks: `missing` and `damaged` list the chunk
+    indices (run the same sweep again, or the workers that own them, to compute them)."""
+
+    def __init__(self, message: str, missing: list[int], damaged: list[int]):
+        super().__init__(message)
+        self.missing = missing
+        self.damaged = damaged
+
+
+def load_sweep(path: str, *, partial: bool = False) -> SweepResult:
+    """Load a sweep written by :func:`sweep` (all chunks, from every worker or host).
+
+    If chunks are missing or damaged (unreadable, of the wrong shape, or not matching
+    their recorded checksum), raises :class:`IncompleteSweepError` (a
+    ``FileNotFoundError``) whose message and ``missing``/``damaged`` attributes list their
+    indices; with ``partial=True`` returns the chunks that are there instead, as a
+    :class:`SweepResult` whose ``index`` gives each row's trajectory and ``missing`` the
+    chunks not in it. An error names the folder if its ``meta.json`` is missing or
+    broken.
 
     Example:
         >>> import jax.numpy as jnp, ukjax, tempfile
@@ -533,17 +617,39 @@ def load_sweep(path: str) -> SweepResult:
     """
     meta = read_meta(path)
     n_chunks = meta["n_chunks"]
-    chunks, problems = [], []
+    present, missing, damaged = {}, [], {}
     for i in range(n_chunks):
+        if not os.path.exists(chunk_file(path, i)):
+            missing.append(i)
+            continue
         try:
-            chunks.append(load_chunk(path, i, chunk_rows(meta, i)))
+            present[i] = load_chunk(path, i, chunk_rows(meta, i))
         except DamagedChunk as e:
-            problems.append(str(e))
-    if problems:
-        raise FileNotFoundError(
-            f"load_sweep: {len(problems)} of {n_chunks} chunks in {path!r} are missing or "
-            f"damaged ({'; '.join(problems[:3])}{' ...' if len(problems) > 3 else ''}); run "
-            "the same sweep again (same arguments and out folder) to compute them."
+            damaged[i] = str(e)
+    if (missing or damaged) and not partial:
+        first = f" (first: {next(iter(damaged.values()))})" if damaged else ""
+        raise IncompleteSweepError(
+            f"load_sweep: {len(missing) + len(damaged)} of {n_chunks} chunks in {path!r} are "
+            f"not there: missing {ranges(missing) or 'none'}; damaged "
+            f"{ranges(damaged) or 'none'}{first}. Run the same sweep "
+            "again (same arguments and out folder; for worker=(k, P) runs, the workers "
+            "that own them: chunk i belongs to worker i % P) to compute them, or pass "
+            "partial=True for the chunks that are there.",
+            missing,
+            sorted(damaged),
         )
-    res = concatenate(chunks)
-    return SweepResult(np.asarray(meta["ts"]), *res, res.result == 0, path, 0, n_chunks, 0)
+    ts = np.asarray(meta["ts"])
+    size = meta["chunk_size"]
+    index = [np.arange(i * size, i * size + chunk_rows(meta, i)) for i in present]
+    res = concatenate(list(present.values())) if present else _empty(ts.shape[0], 0, float)
+    return SweepResult(
+        ts,
+        *res,
+        res.result == 0,
+        path,
+        0,
+        len(present),
+        0,
+        np.concatenate(index) if index else np.zeros(0, int),
+        tuple(sorted([*missing, *damaged])),
+    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import warnings
 from typing import NamedTuple
 
@@ -57,10 +58,18 @@ def system_signature(system) -> tuple[str, list[np.ndarray]]:
     return str(treedef), [np.asarray(x) for x in leaves]
 
 
+def _temporary(path: str) -> str:
+    """A name next to `path` that no other process or thread writes (several workers may
+    write the same file at once: each renames its own complete copy)."""
+    head, tail = os.path.split(path)
+    return os.path.join(head, f".{tail}.{os.getpid()}.{threading.get_ident()}.tmp")
+
+
 def _atomic_json(path: str, obj) -> None:
-    with open(path + ".tmp", "w") as f:
+    tmp = _temporary(path)
+    with open(tmp, "w") as f:
         json.dump(obj, f)
-    os.replace(path + ".tmp", path)
+    os.replace(tmp, path)
 
 
 def chunk_file(path: str, i: int) -> str:
@@ -136,8 +145,9 @@ class ChunkStore:
 
     def save(self, i: int, chunk: Chunk) -> None:
         name = chunk_file(self.path, i)
-        tmp = name[:-4] + ".tmp.npz"
-        np.savez(tmp, **chunk._asdict())
+        tmp = _temporary(name)
+        with open(tmp, "wb") as f:
+            np.savez(f, **chunk._asdict())
         _atomic_json(
             _record_file(self.path, i),
             {"shapes": [list(x.shape) for x in chunk], "sha256": _checksum(chunk)},
@@ -164,3 +174,74 @@ def read_meta(path: str) -> dict:
             "matched to a sweep: delete the folder (or meta.json) and run the sweep again."
         ) from None
     return meta
+
+
+def ranges(indices) -> str:
+    """Indices as short ranges: [0, 1, 2, 5, 7, 8] -> "0-2, 5, 7-8"."""
+    runs: list[list[int]] = []
+    for i in sorted(int(i) for i in indices):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+class SweepStatus(NamedTuple):
+    """Which chunks of a sweep folder are done, missing or damaged (:func:`sweep_status`).
+
+    - `path`, `n_chunks`, `batch`: the folder, its number of chunks and trajectories.
+    - `done`, `missing`: chunk indices that are intact on disk, and that are not there.
+    - `damaged`: ``{index: reason}`` for chunk files that cannot be trusted (unreadable,
+      wrong shape, checksum mismatch); a sweep run again computes them again.
+    """
+
+    path: str
+    n_chunks: int
+    batch: int
+    done: list[int]
+    missing: list[int]
+    damaged: dict[int, str]
+
+    @property
+    def complete(self) -> bool:
+        return len(self.done) == self.n_chunks
+
+    def __str__(self) -> str:
+        lines = [
+            f"{self.path}: {len(self.done)} of {self.n_chunks} chunks done "
+            f"({self.batch} trajectories in all)",
+            f"  missing: {ranges(self.missing) or 'none'}",
+            f"  damaged: {ranges(self.damaged) or 'none'}",
+        ]
+        lines += [f"    chunk {i}: {why}" for i, why in sorted(self.damaged.items())]
+        return "\n".join(lines)
+
+
+def sweep_status(path: str) -> SweepStatus:
+    """The done, missing and damaged chunks of the sweep folder `path` (each chunk file is
+    read and checked against its checksum).
+
+    Example:
+        >>> import jax.numpy as jnp, ukjax, tempfile
+        >>> from ukjax.systems import SimplePendulum
+        >>> out = tempfile.mkdtemp()
+        >>> _ = ukjax.sweep(SimplePendulum(), jnp.ones((4, 1)), jnp.zeros((4, 1)),
+        ...                 jnp.linspace(0.0, 1.0, 3), out=out, chunk_size=2,
+        ...                 worker=(0, 2), progress=False)
+        >>> st = ukjax.sweep_status(out)
+        >>> st.done, st.missing, st.complete
+        ([0], [1], False)
+    """
+    meta = read_meta(path)
+    done, missing, damaged = [], [], {}
+    for i in range(meta["n_chunks"]):
+        if not os.path.exists(chunk_file(path, i)):
+            missing.append(i)
+            continue
+        try:
+            load_chunk(path, i, chunk_rows(meta, i))
+            done.append(i)
+        except DamagedChunk as e:
+            damaged[i] = str(e)
+    return SweepStatus(os.fspath(path), meta["n_chunks"], meta["batch"], done, missing, damaged)
