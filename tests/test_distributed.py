@@ -87,6 +87,17 @@ def test_process_pool_is_bitwise_equal_to_the_plain_sweep(plain, tmp_path):
     _same(ukjax.load_sweep(tmp_path), plain)
 
 
+@pytest.mark.slow  # a second pool of fresh processes
+def test_a_fork_started_pool_is_replaced_by_a_spawn_started_one(plain, tmp_path):
+    """A forked child of a process that has used JAX deadlocks: the default pool on Linux
+    (fork, before Python 3.14) would hang; the sweep runs in a spawn-started pool instead."""
+    fork = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=fork) as pool:
+        with pytest.warns(RuntimeWarning, match="starts its workers by fork"):
+            r = _run(out=tmp_path, executor=pool)
+    _same(r, plain)
+
+
 class _Inline:
     """An executor that runs each task at once in this process, and loses the tasks of
     the chunks in `lose` (each time they are submitted, `times` times)."""

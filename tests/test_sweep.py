@@ -117,7 +117,7 @@ def test_resumes_after_an_interruption(reference, tmp_path):
         )
     done = sorted(p.name for p in tmp_path.glob("chunk_*.npz"))
     assert done == ["chunk_000000.npz", "chunk_000001.npz"]
-    with pytest.raises(FileNotFoundError, match="2 of 4 chunks in .* missing 2-3") as err:
+    with pytest.raises(FileNotFoundError, match="2 of 4 chunks in .* missing 2, 3") as err:
         ukjax.load_sweep(tmp_path)
     assert err.value.missing == [2, 3] and err.value.damaged == []
     mtimes = {p: os.stat(tmp_path / p).st_mtime_ns for p in done}

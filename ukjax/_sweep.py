@@ -18,7 +18,7 @@ import numpy as np
 from ._probe import probe_indexing
 from ._results import NAMES
 from ._simulate import _check_ts
-from ._sweep_exec import ChunkJob, Layout, on_executor, on_threads
+from ._sweep_exec import ChunkJob, Layout, fork_safe, on_executor, on_threads
 from ._sweep_share import Share, share
 from ._sweep_store import (
     Chunk,
@@ -340,6 +340,17 @@ def _written(store: ChunkStore) -> Callable[[int], Chunk]:
     return read
 
 
+def _tasks(executor, job: ChunkJob, store, todo, rows, compilation_cache, out):
+    """The chunks `todo` computed as tasks of `executor`, written by them into `store`."""
+    if store is not None:
+        store.create()  # the workers write into the folder: it exists first
+        job = job._replace(out=store.path, meta=store.meta)
+    job = job._replace(cache=_cache_dir(compilation_cache, out))
+    written = _written(store) if store is not None else None
+    explicit = compilation_cache is not None and compilation_cache is not False
+    return on_executor(executor, job, todo, rows, written, explicit)
+
+
 def sweep(
     system: System,
     q0,
@@ -523,22 +534,17 @@ def sweep(
         return batch.take(np.minimum(np.arange(lo, lo + plan.chunk), B - 1)), hi - lo
 
     loaded = len(results)
-    if executor is None:
-        if workers is None:  # the default never runs more chunks at once than memory holds
-            n = batch.q0.shape[-1]
-            n_workers = min(n_workers, _memory_cap(plan, ts.shape[0], n, ts.dtype.itemsize))
-        compute = lambda i: job.compute(*rows(i), plan.devices)
-        chunks = on_threads(compute, todo, min(n_workers, len(todo)))
-    else:
-        if store is not None:
-            store.create()
-            job = job._replace(out=store.path, meta=store.meta)
-        job = job._replace(cache=_cache_dir(compilation_cache, out))
-        written = _written(store) if store is not None else lambda i: results[i]
-        explicit = compilation_cache is not None and compilation_cache is not False
-        chunks = on_executor(executor, job, todo, rows, written, explicit)
-    with contextlib.closing(chunks):
-        for i, chunk in chunks:
+    with contextlib.ExitStack() as stack:
+        if executor is None:
+            if workers is None:  # the default never runs more chunks at once than fit
+                n = batch.q0.shape[-1]
+                n_workers = min(n_workers, _memory_cap(plan, ts.shape[0], n, ts.dtype.itemsize))
+            compute = lambda i: job.compute(*rows(i), plan.devices)
+            chunks = on_threads(compute, todo, min(n_workers, len(todo)))
+        else:
+            executor = stack.enter_context(fork_safe(executor))
+            chunks = _tasks(executor, job, store, todo, rows, compilation_cache, out)
+        for i, chunk in stack.enter_context(contextlib.closing(chunks)):
             # trace-time errors surface with the first chunk, before anything is written
             results[i] = chunk
             if store is not None and executor is None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import multiprocessing
 import os
 import pickle
 import socket
@@ -28,7 +29,7 @@ import traceback
 import warnings
 from collections import deque
 from collections.abc import Callable, Generator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -233,6 +234,32 @@ def on_threads(
         pool.shutdown(wait=False, cancel_futures=True)
 
 
+@contextlib.contextmanager
+def fork_safe(executor: Any):
+    """The executor, or, for a process pool that starts its workers by ``fork`` (Python's
+    default on Linux before 3.14), a pool of the same size that starts them by ``spawn``
+    (shut down on exit): a forked child of a process that has used JAX deadlocks at its
+    first JAX operation (JAX is multithreaded)."""
+    context = getattr(executor, "_mp_context", None)
+    forks = isinstance(executor, ProcessPoolExecutor) and (
+        context is None or context.get_start_method() == "fork"
+    )
+    if not forks:
+        yield executor
+        return
+    size = getattr(executor, "_max_workers", None) or os.cpu_count() or 1
+    warnings.warn(
+        "sweep: this ProcessPoolExecutor starts its workers by fork, and a forked child of a "
+        f"process that has used JAX deadlocks; the chunks run in a pool of {size} workers "
+        "started by spawn instead. Create the pool with "
+        "mp_context=multiprocessing.get_context('spawn') to use your own.",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+    with ProcessPoolExecutor(size, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield pool
+
+
 class _Lost(Exception):
     """The executor could not run a chunk after :data:`ATTEMPTS` submissions."""
 
@@ -280,7 +307,7 @@ def on_executor(
     job: ChunkJob,
     todo: list[int],
     task_of: Callable[[int], tuple],
-    written: Callable[[int], Chunk],
+    written: Callable[[int], Chunk] | None,
     explicit_cache: bool = False,
 ) -> Generator[tuple[int, Chunk], None, None]:
     """Yield (i, chunk) for the chunks `todo` in their order, each computed by one task of
@@ -309,7 +336,11 @@ def on_executor(
                     RuntimeWarning,
                     stacklevel=2,
                 )
-            yield i, done.chunk if done.chunk is not None else written(i)
+            if done.chunk is None:
+                assert written is not None  # a task without a folder returns its chunk
+                yield i, written(i)
+            else:
+                yield i, done.chunk
             futures.pop(i)
     except _Lost as e:
         saved = "" if job.out is None else f" The finished chunks are saved in {job.out!r}."

@@ -176,10 +176,14 @@ def read_meta(path: str) -> dict:
     return meta
 
 
-def ranges(indices) -> str:
-    """Indices as short ranges: [0, 1, 2, 5, 7, 8] -> "0-2, 5, 7-8"."""
+def ranges(indices, spell_out: int = 20) -> str:
+    """Indices as text: each of them when there are at most `spell_out`
+    ([0, 1, 2, 5] -> "0, 1, 2, 5"), else as runs ("0-2, 5, 7-8")."""
+    indices = sorted(int(i) for i in indices)
+    if len(indices) <= spell_out:
+        return ", ".join(map(str, indices))
     runs: list[list[int]] = []
-    for i in sorted(int(i) for i in indices):
+    for i in indices:
         if runs and i == runs[-1][1] + 1:
             runs[-1][1] = i
         else:
