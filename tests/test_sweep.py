@@ -287,6 +287,27 @@ def test_command_line(tmp_path):
     np.testing.assert_allclose(np.sum(r.q**2, axis=-1), 1.0, atol=1e-9)  # on the circle
 
 
+def test_command_line_says_it_compiles_and_stops_cleanly_on_ctrl_c(tmp_path):
+    """The folder exists from the start; Ctrl-C (SIGINT) while the first chunk compiles
+    ends with a resume hint and exit code 130, not a traceback."""
+    out = tmp_path / "interrupted"
+    cmd = [sys.executable, "-m", "ukjax", "sweep", "--system", "pendulum", "--batch", "8"]
+    proc = subprocess.Popen(
+        [*cmd, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    seen = ""
+    while "compiling" not in seen:  # the progress line announces the compilation
+        line = proc.stderr.readline()
+        assert line, "ukjax sweep ended before it said it was compiling"
+        seen += line
+    assert out.is_dir()
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr and "run the same command again" in stderr.lower()
+    assert "Traceback" not in stderr
+
+
 def _compiles(fn):
     """(fn's value, the XLA compile durations it caused)."""
     compiles = []

@@ -36,7 +36,8 @@ import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
 from jax import lax
-from jax.custom_batching import custom_vmap
+
+from ._batching import any_member
 
 
 # Steps replayed in one batch (their forward passes are independent given the stored
@@ -196,20 +197,6 @@ def _pick(cond, a, b):
     return jtu.tree_map(lambda x, y: jnp.where(cond, x, y), a, b)
 
 
-@custom_vmap
-def _any_member(x):
-    """`x` (a boolean scalar); under `jax.vmap`, whether it holds for any batch member,
-    unbatched: the sweep's blocks of steps then stay branches that a batch skips once
-    every member is past its last step (instead of selects that compute them all)."""
-    return x
-
-
-@_any_member.def_vmap
-def _any_member_vmap(axis_size, in_batched, x):
-    (batched,) = in_batched
-    return (jnp.any(x, axis=0) if batched else x), False
-
-
 class _Sweep(eqx.Module):
     """The tangent-linear recursion of a recorded run (module docstring): the tangents
     of the accepted states, and of the saves, for tangents `t_diff` of the run's
@@ -302,7 +289,7 @@ class _Sweep(eqx.Module):
 
         def body(c, xs):
             first = jnp.ravel(xs[0])[0]
-            return lax.cond(_any_member(first < self.count), run, skip, c, xs)
+            return lax.cond(any_member(first < self.count), run, skip, c, xs)
 
         return body
 

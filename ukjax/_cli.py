@@ -225,20 +225,33 @@ def _sweep(args) -> int:
         f"{args.batch} trajectories of {type(s).__name__}, t in [0, {args.t1}], chunks of "
         f"{args.chunk}, into {args.out}/"
     )
+    os.makedirs(args.out, exist_ok=True)  # there from the start, for the user to look at
     t0 = time.perf_counter()
-    res = sweep(
-        s,
-        q0,
-        qd0,
-        ts,
-        out=args.out,
-        chunk_size=args.chunk,
-        vector_width=args.vector_width,
-        workers=args.workers,
-        worker=args.worker,
-        save_final_only=args.final_only,
-        progress=not args.quiet,
-    )
+    try:
+        res = sweep(
+            s,
+            q0,
+            qd0,
+            ts,
+            out=args.out,
+            chunk_size=args.chunk,
+            vector_width=args.vector_width,
+            workers=args.workers,
+            worker=args.worker,
+            save_final_only=args.final_only,
+            progress=not args.quiet,
+        )
+    except KeyboardInterrupt:
+        if os.path.exists(os.path.join(args.out, "meta.json")):
+            status = sweep_status(args.out)
+            done = f"{len(status.done)} of {status.n_chunks} chunks are saved in {args.out}/"
+        else:
+            done = "no chunk was finished yet"
+        print(
+            f"\nukjax sweep: interrupted; {done}. Run the same command again to resume.",
+            file=sys.stderr,
+        )
+        return 130
     wall = time.perf_counter() - t0
     summary = {
         "system": type(s).__name__,

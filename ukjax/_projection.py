@@ -19,8 +19,10 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax import lax
 from jaxtyping import Array, ArrayLike, Float
 
+from ._batching import any_member
 from ._dynamics import mass_matrix
 from ._errors import error_if
 from ._kernels import AutoKernels, DenseOps
@@ -28,6 +30,7 @@ from ._residuals import default_ic_tol, has_holonomic, phi, residuals, velocity_
 from ._results import RESULTS, message
 from ._stabilization import AbstractStabilization
 from ._system import System, as_time, check_state
+from ._uk import complete_mass, near_singular
 from ._uk_solvers import Regularized
 from ._wrapped import ForwardingSolver
 
@@ -45,8 +48,13 @@ def _mass_metric_step(ops: DenseOps, M, J, r):
 
     It is the UK acceleration of a system with mass matrix M, no force and the
     constraint J dx = -r, so it is that solve (and its derivative rule,
-    :mod:`ukjax._uk_regularized`); the Cholesky factor of M it repeats at every call is
-    one computation after XLA's common-subexpression elimination."""
+    :mod:`ukjax._uk_regularized`).
+
+    A singular M whose free directions J fixes (a quaternion's norm) gives the correction
+    in the metric of M + s J^T J instead (:func:`ukjax._uk.complete_mass`); any positive
+    definite metric gives a correction that satisfies the constraints to first order."""
+    singular = any_member(near_singular(ops.cholesky(M), M))
+    M = lax.cond(singular, lambda: complete_mass(M, None, J, -r)[0], lambda: M)
     return Regularized(refinements=0).solve(M, None, J, -r, None, ops).qdd
 
 

@@ -26,7 +26,9 @@ _STIFF_HINT = (
 class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
     r"""The result codes of :func:`ukjax.simulate`: diffrax's, plus the ones below.
 
-    - `mass_matrix_not_spd`: $M$ is not symmetric positive definite at some state.
+    - `mass_matrix_not_spd`: $M$ is not symmetric, or not positive definite on the
+      motions the constraints allow (a singular $M$ whose free directions the constraints
+      fix is completed as in Udwadia & Phohomsiri 2006 and runs).
     - `nonfinite_state`: NaN or inf in the state, the parameters, $M$, $Q$, $A$, $b$ or $C$.
     - `inconsistent_constraints`: $b$ is not in the range of $A$.
     - `initial_conditions_inconsistent`: the initial state violates the constraints.
@@ -51,9 +53,15 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
     """
 
     mass_matrix_not_spd = (
-        "ukjax: the mass matrix is not symmetric positive definite (asymmetric, or its "
-        "Cholesky factorisation failed). Check that every mass and inertia is > 0 and that "
-        "mass_matrix/kinetic_energy describes a positive-definite kinetic energy."
+        "ukjax: the mass matrix is not symmetric positive definite on the motions the "
+        "constraints "
+        "allow: some coordinate, or combination of coordinates, has no (or a negative) "
+        "inertia and no constraint fixes it, so the accelerations are not determined. A "
+        "singular M is fine where the constraints fix what it leaves free ([M; A] of full "
+        "column rank: a quaternion's norm, a redundant coordinate tied by a constraint). "
+        "Check for a zero or negative mass or inertia, a coordinate the kinetic energy does "
+        "not use (a q0 longer than the system), a singular parametrisation (Euler angles "
+        "at gimbal lock), or an asymmetric mass_matrix."
     )
     nonfinite_state = (
         "ukjax: non-finite value (NaN or inf) in the state or in the inputs of the "

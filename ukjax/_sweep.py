@@ -218,27 +218,47 @@ def _store(out, system, ts, batch: _Batch, plan: _Plan, final_only: bool, kwargs
 
 
 class _Progress:
-    """A one-line progress bar on stderr (redrawn in place on a terminal)."""
+    """A one-line progress bar on stderr (redrawn in place on a terminal). It says when
+    the first computed chunk is compiling, and its rate and ETA count the chunks after
+    that one (whose time is mostly compilation)."""
 
     def __init__(self, total_chunks, enabled):
         self.total, self.enabled = total_chunks, enabled
         self.start = time.perf_counter()
-        self.done_traj = 0
         self.tty = sys.stderr.isatty()
+        self.first: float | None = None  # when the first computed chunk finished
+        self.after_first = 0  # trajectories computed since then
 
-    def update(self, done_chunks, new_traj, loaded):
+    def compiling(self, todo: int) -> None:
+        if self.enabled and todo:
+            print(
+                f"sweep: compiling, then computing {todo} chunk{'s' * (todo > 1)} (the first "
+                "chunk includes the compilation)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def update(self, done_chunks: int, new_traj: int, loaded: int) -> None:
         if not self.enabled:
             return
-        self.done_traj += new_traj
-        el = time.perf_counter() - self.start
-        rate = self.done_traj / el if el > 0 and self.done_traj else 0.0
-        left = self.total - done_chunks
-        eta = f"{left * (el / max(done_chunks - loaded, 1)):.0f} s" if done_chunks > loaded else "?"
+        now = time.perf_counter()
+        el = now - self.start
+        computed = done_chunks - loaded
+        if computed == 1 and new_traj:
+            self.first, self.after_first = now, 0
+        elif computed > 1:
+            self.after_first += new_traj
+        if self.first is not None and computed > 1:
+            since = now - self.first
+            rate = f"{self.after_first / since:,.0f} traj/s" if since > 0 else "? traj/s"
+            eta = f"{(self.total - done_chunks) * since / (computed - 1):.0f} s"
+        else:
+            rate, eta = "? traj/s", "?" if done_chunks < self.total else "0 s"
         width = 30
         fill = int(width * done_chunks / self.total)
         line = (
             f"[{'#' * fill}{'.' * (width - fill)}] chunk {done_chunks}/{self.total} "
-            f"({loaded} resumed) {rate:,.0f} traj/s, {el:.1f} s elapsed, ETA {eta}"
+            f"({loaded} resumed) {rate}, {el:.1f} s elapsed, ETA {eta}"
         )
         end = "" if self.tty and done_chunks < self.total else "\n"
         print(("\r" if self.tty else "") + line, end=end, file=sys.stderr, flush=True)
@@ -534,6 +554,7 @@ def sweep(
         return batch.take(np.minimum(np.arange(lo, lo + plan.chunk), B - 1)), hi - lo
 
     loaded = len(results)
+    bar.compiling(len(todo))
     with contextlib.ExitStack() as stack:
         if executor is None:
             if workers is None:  # the default never runs more chunks at once than fit

@@ -37,8 +37,10 @@ from typing import NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax import lax
 from jaxtyping import Array, ArrayLike, Float
 
+from ._batching import any_member
 from ._errors import print_if
 from ._results import RESULTS, first_failure, message
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
@@ -109,7 +111,7 @@ def uk_terms(M, Q, A, b, C=None, *, uk_solver: AbstractUKSolver | None = None) -
     n, m = M.shape[0], A.shape[0]
     ops = uk_solver.kernels.ops(n)
     L = ops.cholesky(M)
-    spd_ok = jnp.all(jnp.isfinite(L))
+    spd_ok = factored(L, M)
     if m == 0:
         solve_M = lambda v: ops.solve_lower_t(L, ops.solve_lower(L, v))
         a = solve_M(Q)
@@ -117,14 +119,65 @@ def uk_terms(M, Q, A, b, C=None, *, uk_solver: AbstractUKSolver | None = None) -
         Qc_ni = zeros if C is None else C
         qdd = a if C is None else a + solve_M(C)
         return UKTerms(qdd, a, zeros, Qc_ni, jnp.zeros(0, M.dtype), jnp.zeros((), M.dtype), spd_ok)
-    # The solve factors M itself: after XLA's common-subexpression elimination that is the
-    # factor `spd_ok` comes from.
+    # A singular M: the same motion from M + s A^T A where the constraints fix what M
+    # leaves free (for the whole batch once any member needs it: a branch, not a select).
+    # The solve then factors the M it is given once more (the untaken solve of a singular
+    # M would leave NaN in reverse-mode derivatives); `spd_ok` is that factor's, one
+    # computation with the solve's after XLA's common-subexpression elimination.
+    singular = any_member(near_singular(L, M))
+    M, Q = lax.cond(singular, lambda: complete_mass(M, Q, A, b), lambda: (M, Q))
     s = uk_solver.solve(M, Q, A, b, C, ops)
+    spd_ok = factored(ops.cholesky(M), M)
     residual = ops.matmul(A, s.qdd) - b
     # Relative size of the part of b - A a that lies outside the range of A.
     inconsistency = relative_residual(s.B, s.z, s.e, ops.matmul(s.B, s.z) - s.e, ops.norm)
     floor = uk_solver.consistency_floor(M.dtype)
     return UKTerms(s.qdd, s.a, s.Qc_ideal, s.Qc_nonideal, residual, inconsistency, spd_ok, floor)
+
+
+def factored(L, M, relative: float | None = None) -> jax.Array:
+    """Whether the Cholesky factor `L` of `M` is usable: finite, and no pivot below
+    `relative` (default n eps) times M's largest diagonal entry (a singular M factors with
+    a zero or rounding-sized pivot, and then divides by it)."""
+    pivots = jnp.diagonal(L) ** 2
+    eps = float(jnp.finfo(M.dtype).eps)
+    relative = M.shape[0] * eps if relative is None else relative
+    floor = relative * jnp.max(jnp.abs(jnp.diagonal(M)))
+    return jnp.all(jnp.isfinite(L)) & (jnp.min(pivots) > floor)
+
+
+def near_singular(L, M) -> jax.Array:
+    """Whether M is singular to within sqrt(eps) of its largest pivot: a mass matrix
+    whose null direction is only known to round-off (a quaternion's, built from products
+    of the coordinates) factors with pivots far above n eps; the completion is exact for
+    any M that the constraints complete, so it is used from this wider margin on."""
+    return ~factored(L, M, float(jnp.finfo(M.dtype).eps) ** 0.5)
+
+
+def complete_mass(M, Q, A, b) -> tuple[jax.Array, jax.Array | None]:
+    r"""$(M + sA^TA,\ Q + sA^Tb)$: the same constrained motion with a mass matrix that is
+    positive definite whenever $M$ is positive semi-definite and $[M; A]$ has full column
+    rank (Udwadia & Phohomsiri, *Explicit equations of motion for constrained mechanical
+    systems with singular mass matrices and applications to multi-body dynamics*, Proc. R.
+    Soc. A 462, 2097-2117, 2006).
+
+    Since $A\ddot q = b$, adding $sA^TA\ddot q = sA^Tb$ to $M\ddot q = Q + Q^c$ changes
+    neither the accelerations nor the constraint force $Q^c = M\ddot q - Q$ (for
+    virtual displacements $v$ with $Av = 0$ the added terms do no work); the scale
+    $s = \overline{|M_{ii}|} / \overline{\|A_i\|^2}$ keeps the two terms alike in size.
+    `Q` may be None (the metric of a projection step).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> M = jnp.array([[1.0, 1.0], [1.0, 1.0]])  # T = (qd0 + qd1)^2 / 2: singular
+        >>> Mh, Qh = complete_mass(M, jnp.zeros(2), jnp.array([[1.0, -1.0]]), jnp.zeros(1))
+        >>> bool(jnp.all(jnp.linalg.eigvalsh(Mh) > 0))
+        True
+    """
+    tiny = jnp.finfo(M.dtype).tiny
+    inertia = jnp.maximum(jnp.mean(jnp.abs(jnp.diagonal(M))), tiny)
+    s = inertia / jnp.maximum(jnp.sum(A * A) / A.shape[0], tiny)
+    return M + s * (A.T @ A), None if Q is None else Q + s * (A.T @ b)
 
 
 def relative_residual(B, z, e, r, norm: Callable = jnp.linalg.norm) -> jax.Array:
