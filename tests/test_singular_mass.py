@@ -1,6 +1,7 @@
 """Singular (positive semi-definite) mass matrices: where the constraints fix what M leaves
 free ([M; A] of full column rank) the motion is unique (Udwadia & Phohomsiri 2006) and
-ukjax gives it; where they do not, a result code, never inf, NaN or success.
+ukjax gives it for systems that declare `semidefinite_mass`; where they do not, or the
+system does not declare it, a result code, never inf, NaN or success.
 
 References written here: the closed form of a coupled pair whose kinetic energy depends on
 the sum of the velocities only, and Euler's rigid-body equations (scipy DOP853) for a
@@ -26,6 +27,9 @@ class SumCoupled(ukjax.System):
     f1: float = 3.0
     tied: bool = eqx.field(static=True, default=True)
 
+    def semidefinite_mass(self):
+        return True
+
     def mass_matrix(self, t, q):
         return jnp.array([[1.0, self.c], [self.c, 1.0]], dtype=q.dtype)
 
@@ -48,10 +52,12 @@ def test_a_singular_pair_tied_by_a_constraint_moves_as_its_reduced_equation():
     np.testing.assert_allclose(sol.q, np.stack([x, x], axis=1), rtol=0, atol=1e-11)
     assert sol.result == ukjax.RESULTS.successful
     # the constraint force is M qdd - Q (the completion does not change it)
-    Qc = ukjax.constraint_forces(
-        s.mass_matrix(0.0, q0), s.forces(0.0, q0, qd0), jnp.array([[1.0, -1.0]]), jnp.zeros(1)
-    )
-    np.testing.assert_allclose(Qc[0] + Qc[1], s.mass_matrix(0.0, q0) @ qdd - jnp.array([1.0, 3.0]))
+    M, Q = s.mass_matrix(0.0, q0), s.forces(0.0, q0, qd0)
+    terms = ukjax.uk_terms(M, Q, jnp.array([[1.0, -1.0]]), jnp.zeros(1), semidefinite=True)
+    np.testing.assert_allclose(terms.qdd, qdd, rtol=1e-13)
+    np.testing.assert_allclose(terms.Qc_ideal, M @ qdd - Q, atol=1e-13)
+    assert bool(terms.spd_ok)
+    assert not bool(ukjax.uk_terms(M, Q, jnp.array([[1.0, -1.0]]), jnp.zeros(1)).spd_ok)
 
 
 def test_a_batch_with_singular_and_regular_members_is_right_for_each():
@@ -83,6 +89,13 @@ def test_inertia_the_constraints_do_not_supply_is_a_result_code_not_inf():
     sol = ukjax.simulate(s, jnp.zeros(2), jnp.zeros(2), jnp.linspace(0, 1, 3), throw=False)
     assert sol.result == ukjax.RESULTS.mass_matrix_not_spd
 
+    class Undeclared(SumCoupled):  # determined, but the system does not say M may be singular
+        def semidefinite_mass(self):
+            return False
+
+    with pytest.raises(Exception, match="semidefinite_mass"):
+        ukjax.acceleration(Undeclared(), 0.0, jnp.zeros(2), jnp.zeros(2))
+
     class Extra(ukjax.System):  # a q0 longer than the system uses: q[1] has no inertia
         def kinetic_energy(self, t, q, qd):
             return 0.5 * qd[0] ** 2
@@ -105,6 +118,9 @@ class QuaternionBody(ukjax.System):
     J1: float = 1.0
     J2: float = 2.0
     J3: float = 3.0
+
+    def semidefinite_mass(self):
+        return True
 
     def kinetic_energy(self, t, q, qd):
         w = 2.0 * _G(q) @ qd

@@ -194,7 +194,7 @@ def evaluate(
     A, b = rows(system, t, q, qd, stabilization)
     C = nonideal_force(system, t, q, qd)
     inputs = UKInputs(t, q, qd, M, Q, A, b, C)
-    terms = uk_terms(M, Q, A, b, C, uk_solver=uk_solver)
+    terms = uk_terms(M, Q, A, b, C, uk_solver=uk_solver, semidefinite=system.semidefinite_mass())
     return Evaluation(inputs, terms, system_infeasibility(system, t, q, qd))
 
 

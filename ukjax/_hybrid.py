@@ -176,7 +176,8 @@ class HybridField(eqx.Module):
         C = nonideal_force(system, t, q, qd)
         infeasibility = system_infeasibility(system, t, q, qd)
         if self.friction is None:
-            terms = uk_terms(M, Q, A, b, C, uk_solver=self.uk_solver)
+            semi = system.semidefinite_mass()
+            terms = uk_terms(M, Q, A, b, C, uk_solver=self.uk_solver, semidefinite=semi)
             ev = Evaluation(UKInputs(t, q, qd, M, Q, A, b, C), terms, infeasibility)
             return HybridEval(ev, cs, m_bilateral)
         fs = friction_state(system, t, q, qd, cs.g.shape[0])

@@ -35,7 +35,7 @@ from ._uk_solvers import Regularized
 from ._wrapped import ForwardingSolver
 
 
-def _mass_metric_step(ops: DenseOps, M, J, r):
+def _mass_metric_step(ops: DenseOps, M, J, r, semidefinite: bool = False):
     r"""Minimum-M-norm correction dx with J dx = -r: dx = -L^{-T} (J L^{-T})^+ r, the
     pseudo-inverse replaced by one Tikhonov solve with the default UK solver's $\tau$
     (:class:`ukjax.Regularized` without refinement), so that near a singular configuration
@@ -50,11 +50,13 @@ def _mass_metric_step(ops: DenseOps, M, J, r):
     constraint J dx = -r, so it is that solve (and its derivative rule,
     :mod:`ukjax._uk_regularized`).
 
-    A singular M whose free directions J fixes (a quaternion's norm) gives the correction
-    in the metric of M + s J^T J instead (:func:`ukjax._uk.complete_mass`); any positive
-    definite metric gives a correction that satisfies the constraints to first order."""
-    singular = any_member(near_singular(ops.cholesky(M), M))
-    M = lax.cond(singular, lambda: complete_mass(M, None, J, -r)[0], lambda: M)
+    With `semidefinite` (``System.semidefinite_mass``), a singular M whose free directions
+    J fixes (a quaternion's norm) gives the correction in the metric of M + s J^T J
+    instead (:func:`ukjax._uk.complete_mass`); any positive definite metric gives a
+    correction that satisfies the constraints to first order."""
+    if semidefinite:
+        singular = any_member(near_singular(ops.cholesky(M), M))
+        M = lax.cond(singular, lambda: complete_mass(M, None, J, -r)[0], lambda: M)
     return Regularized(refinements=0).solve(M, None, J, -r, None, ops).qdd
 
 
@@ -83,11 +85,12 @@ def project(system: System, t, q, qd, iterations: int):
     # gives a projection onto the same manifold; this one is the mass metric to first order
     # in the correction, and it costs one evaluation of M instead of one per iteration).
     M = mass_matrix(system, t, q, jnp.zeros_like(q))
+    semi = system.semidefinite_mass()
     if has_holonomic(system, t, q):
 
         def pos_step(_, q_):
             J = jax.jacfwd(lambda x: phi(system, t, x))(q_)
-            return q_ + _mass_metric_step(ops, M, J, phi(system, t, q_))
+            return q_ + _mass_metric_step(ops, M, J, phi(system, t, q_), semi)
 
         q = _repeat(pos_step, iterations, q)
 
@@ -95,7 +98,7 @@ def project(system: System, t, q, qd, iterations: int):
         h = lambda v: velocity_level(system, t, q, v)
 
         def vel_step(_, qd_):
-            return qd_ + _mass_metric_step(ops, M, jax.jacfwd(h)(qd_), h(qd_))
+            return qd_ + _mass_metric_step(ops, M, jax.jacfwd(h)(qd_), h(qd_), semi)
 
         qd = _repeat(vel_step, iterations, qd)
     return q, qd

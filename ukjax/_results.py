@@ -28,7 +28,8 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
 
     - `mass_matrix_not_spd`: $M$ is not symmetric, or not positive definite on the
       motions the constraints allow (a singular $M$ whose free directions the constraints
-      fix is completed as in Udwadia & Phohomsiri 2006 and runs).
+      fix runs, completed as in Udwadia & Phohomsiri 2006, when the system declares
+      ``semidefinite_mass``).
     - `nonfinite_state`: NaN or inf in the state, the parameters, $M$, $Q$, $A$, $b$ or $C$.
     - `inconsistent_constraints`: $b$ is not in the range of $A$.
     - `initial_conditions_inconsistent`: the initial state violates the constraints.
@@ -58,7 +59,8 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "allow: some coordinate, or combination of coordinates, has no (or a negative) "
         "inertia and no constraint fixes it, so the accelerations are not determined. A "
         "singular M is fine where the constraints fix what it leaves free ([M; A] of full "
-        "column rank: a quaternion's norm, a redundant coordinate tied by a constraint). "
+        "column rank: a quaternion's norm, a redundant coordinate tied by a constraint) if "
+        "the system says so: define semidefinite_mass(self) returning True. "
         "Check for a zero or negative mass or inertia, a coordinate the kinetic energy does "
         "not use (a q0 longer than the system), a singular parametrisation (Euler angles "
         "at gimbal lock), or an asymmetric mass_matrix."

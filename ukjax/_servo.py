@@ -216,6 +216,9 @@ class ServoControlled(System):
     def num_coordinates(self):
         return self.plant.num_coordinates()
 
+    def semidefinite_mass(self):
+        return self.plant.semidefinite_mass()
+
     def mass_and_force(self, t, q, qd):
         M, Q = mass_and_force(self.plant, t, q, qd)
         G = _actuators(self.plant, t, q)

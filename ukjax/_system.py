@@ -85,6 +85,17 @@ class System(eqx.Module):
         out-of-bounds indices, so `q[2]` of a 2-vector would silently read `q[1]`."""
         return None
 
+    def semidefinite_mass(self) -> bool:
+        r"""Whether the mass matrix may be singular (only positive semi-definite) where the
+        constraints fix the motions it leaves free, e.g. a unit quaternion with
+        $T = \tfrac12\omega^TJ\omega$ and its norm constraint, or a redundant coordinate
+        tied by a constraint. Return True (a static answer, not traced) and the UK solve
+        completes a singular $M$ to $M + sA^TA$ (:func:`ukjax._uk.complete_mass`, Udwadia
+        & Phohomsiri 2006): the same, unique motion. Off by default: the check it needs at
+        every evaluation cost up to 1.7x on small single runs (``benchmarks/RESULTS.md``,
+        stop 41)."""
+        return False
+
     def kinetic_energy(self, t, q, qd) -> ArrayLike:
         raise NotImplementedError(
             f"{type(self).__name__} defines neither kinetic_energy(self, t, q, qd) nor "

@@ -93,11 +93,15 @@ def _validate(M, Q, A, b, C) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array
     )
 
 
-def uk_terms(M, Q, A, b, C=None, *, uk_solver: AbstractUKSolver | None = None) -> UKTerms:
+def uk_terms(
+    M, Q, A, b, C=None, *, uk_solver: AbstractUKSolver | None = None, semidefinite: bool = False
+) -> UKTerms:
     """All terms of the Udwadia-Kalaba equation, without raising on bad input.
 
     Use :func:`udwadia_kalaba` or :func:`constraint_forces` unless you need the
-    diagnostics (``residual``, ``inconsistency``, ``spd_ok``).
+    diagnostics (``residual``, ``inconsistency``, ``spd_ok``). With ``semidefinite=True``
+    a singular $M$ that the constraints complete gives the unique motion
+    (:func:`complete_mass`; ``System.semidefinite_mass``).
 
     Example:
         >>> import jax.numpy as jnp, ukjax
@@ -119,15 +123,14 @@ def uk_terms(M, Q, A, b, C=None, *, uk_solver: AbstractUKSolver | None = None) -
         Qc_ni = zeros if C is None else C
         qdd = a if C is None else a + solve_M(C)
         return UKTerms(qdd, a, zeros, Qc_ni, jnp.zeros(0, M.dtype), jnp.zeros((), M.dtype), spd_ok)
-    # A singular M: the same motion from M + s A^T A where the constraints fix what M
-    # leaves free (for the whole batch once any member needs it: a branch, not a select).
-    # The solve then factors the M it is given once more (the untaken solve of a singular
-    # M would leave NaN in reverse-mode derivatives); `spd_ok` is that factor's, one
-    # computation with the solve's after XLA's common-subexpression elimination.
-    singular = any_member(near_singular(L, M))
-    M, Q = lax.cond(singular, lambda: complete_mass(M, Q, A, b), lambda: (M, Q))
+    if semidefinite:  # M + s A^T A where M is singular (for the whole batch, a branch)
+        singular = any_member(near_singular(L, M))
+        M, Q = lax.cond(singular, lambda: complete_mass(M, Q, A, b), lambda: (M, Q))
+        L = ops.cholesky(M)
+        spd_ok = factored(L, M)
+    # The solve factors M itself: after XLA's common-subexpression elimination that is the
+    # factor `spd_ok` comes from.
     s = uk_solver.solve(M, Q, A, b, C, ops)
-    spd_ok = factored(ops.cholesky(M), M)
     residual = ops.matmul(A, s.qdd) - b
     # Relative size of the part of b - A a that lies outside the range of A.
     inconsistency = relative_residual(s.B, s.z, s.e, ops.matmul(s.B, s.z) - s.e, ops.norm)
