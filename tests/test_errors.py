@@ -186,3 +186,14 @@ def test_a_hook_in_lower_precision_than_the_state_is_named():
         ukjax.simulate(
             Float32Constraint(), jnp.array([1.0, 0.0]), jnp.zeros(2), jnp.linspace(0.0, 1.0, 3)
         )
+
+
+def test_solution_status_names_the_result_for_one_run_and_a_batch():
+    """RESULTS prints success as RESULTS<> (diffrax's empty message): `status` names it."""
+    run = lambda m: ukjax.simulate(
+        CartesianPendulum(mass=m), jnp.array([1.0, 0.0]), jnp.zeros(2),
+        jnp.linspace(0.0, 0.5, 3), throw=False,
+    )  # fmt: skip
+    assert run(1.0).status == "successful"
+    batch = jax.vmap(run)(jnp.array([1.0, -1.0]))
+    assert list(batch.status) == ["successful", "mass_matrix_not_spd"]

@@ -30,7 +30,7 @@ from ._impulse import Impulses
 from ._initial import AbstractInitialConditions, InitialCheck, check_initial_policy
 from ._integrators import default_controller, default_solver
 from ._probe import probe_indexing
-from ._results import RESULTS, promote
+from ._results import NAMES, RESULTS, code_of, promote
 from ._stabilization import AbstractStabilization, check_stabilization
 from ._stage_loop import StageLoop, unrollable
 from ._system import System, check_state, floatify, overrides
@@ -59,7 +59,17 @@ class Solution(eqx.Module):
       save: 0 stuck (or not in contact), +1 / -1 sliding along / against the contact's
       tangent row; `None` otherwise.
 
-    Under `jax.vmap` every field gains a leading batch axis.
+    Under `jax.vmap` every field gains a leading batch axis. :attr:`status` names the
+    result (``RESULTS`` prints success as ``RESULTS<>``: diffrax's message for it is
+    empty).
+
+    Example:
+        >>> import jax, jax.numpy as jnp, ukjax
+        >>> from ukjax.systems import CartesianPendulum
+        >>> sol = ukjax.simulate(CartesianPendulum(), jnp.array([1.0, 0.0]), jnp.zeros(2),
+        ...                      jnp.linspace(0.0, 1.0, 3))
+        >>> sol.status
+        'successful'
     """
 
     ts: jax.Array
@@ -70,6 +80,17 @@ class Solution(eqx.Module):
     events: EventLog | None = None
     engaged: jax.Array | None = None
     sliding: jax.Array | None = None
+
+    @property
+    def status(self) -> str | np.ndarray:
+        """The name of `result` (``'successful'``, ``'max_steps_reached'``,
+        ``'mass_matrix_not_spd'``, ...): a str for one run, an array of names for a
+        batch. Read on the host (not under `jit`)."""
+        codes = np.asarray(code_of(self.result))
+        names = [NAMES[c] if 0 <= c < len(NAMES) else f"code {c}" for c in codes.ravel()]
+        if codes.ndim == 0:
+            return names[0]
+        return np.array(names, dtype=object).reshape(codes.shape)
 
 
 class _VectorField(eqx.Module):
