@@ -1,5 +1,6 @@
 """Every example script runs with --quick (smoke test) and writes its figures."""
 
+import json
 import os
 import subprocess
 import sys
@@ -28,6 +29,28 @@ def test_example_runs_quick(script, tmp_path):
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert list(tmp_path.glob("*.png")), "no figure written"
+
+
+@pytest.mark.slow
+def test_the_demo_command_writes_its_summary_and_figure(tmp_path):
+    """README's first command: `ukjax demo` (a small batch here) prints its summary and
+    writes the figure and the JSON summary, with invariants at the solver's tolerance."""
+    out = subprocess.run(
+        [sys.executable, "-m", "ukjax", "demo", "--batch", "8", "--t1", "1.0"]
+        + ["--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, MPLBACKEND="Agg"),
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert (tmp_path / "demo.png").stat().st_size > 10_000
+    summary = json.loads((tmp_path / "demo_summary.json").read_text())
+    assert summary["batch"] == 8 and summary["t1"] == 1.0
+    # Dopri8 at rtol = atol = 1e-12 with the projection: residuals and energy error small
+    assert summary["max_constraint_residual"] < 1e-8
+    assert summary["max_relative_energy_error"] < 1e-6
+    assert summary["max_|x+z-1|"] < 1e-12  # the case's invariant (Pamplona 2021, §3.4)
 
 
 def test_examples_are_listed_in_the_readme():
