@@ -92,8 +92,8 @@ class System(eqx.Module):
         tied by a constraint. Return True (a static answer, not traced) and the UK solve
         completes a singular $M$ to $M + sA^TA$ (:func:`ukjax._uk.complete_mass`, Udwadia
         & Phohomsiri 2006): the same, unique motion. Off by default: the check it needs at
-        every evaluation cost up to 1.7x on small single runs (``benchmarks/RESULTS.md``,
-        stop 41)."""
+        every evaluation slows small single runs (measured: ``benchmarks/RESULTS.md``,
+        "Singular mass matrices")."""
         return False
 
     def kinetic_energy(self, t, q, qd) -> ArrayLike:
