@@ -597,7 +597,7 @@ def sweep(
         print(f"sweep: {out_.summary()}", file=sys.stderr, flush=True)
     if progress and not out_.complete:
         print(
-            f"sweep: {part} done; ukjax.load_sweep({out!r}) reads the whole sweep once "
+            f"sweep: {part} done; ukjax.load_sweep({out_.path!r}) reads the whole sweep once "
             "every worker has finished.",
             file=sys.stderr,
             flush=True,
