@@ -19,6 +19,7 @@ from ._residuals import constraint_residuals
 from ._results import RESULTS
 from ._simulate import simulate
 from ._sweep import sweep
+from ._sweep_share import from_argument
 from ._sweep_store import sweep_status
 from ._unrolled import batched_solver
 from ._xla import compiler_options
@@ -222,10 +223,11 @@ def _worker_arg(text: str) -> tuple[int, int]:
     k, _, count = text.partition("/")
     try:
         worker = int(k), int(count)
+        from_argument(worker)  # the checks of sweep(worker=...)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected k/P (worker k of P), got {text!r}") from None
-    if not (worker[1] >= 1 and 0 <= worker[0] < worker[1]):
-        raise argparse.ArgumentTypeError(f"expected k/P with 0 <= k < P, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected k/P (worker k of P, 0 <= k < P), got {text!r}"
+        ) from None
     return worker
 
 

@@ -19,10 +19,8 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jax import lax
 from jaxtyping import Array, ArrayLike, Float
 
-from ._batching import any_member
 from ._dynamics import mass_matrix
 from ._errors import error_if
 from ._kernels import AutoKernels, DenseOps
@@ -30,7 +28,7 @@ from ._residuals import default_ic_tol, has_holonomic, phi, residuals, velocity_
 from ._results import RESULTS, message
 from ._stabilization import AbstractStabilization
 from ._system import System, as_time, check_state
-from ._uk import complete_mass, near_singular
+from ._uk import complete_where_singular
 from ._uk_solvers import Regularized
 from ._wrapped import ForwardingSolver
 
@@ -55,8 +53,7 @@ def _mass_metric_step(ops: DenseOps, M, J, r, semidefinite: bool = False):
     instead (:func:`ukjax._uk.complete_mass`); any positive definite metric gives a
     correction that satisfies the constraints to first order."""
     if semidefinite:
-        singular = any_member(near_singular(ops.cholesky(M), M))
-        M = lax.cond(singular, lambda: complete_mass(M, None, J, -r)[0], lambda: M)
+        M = complete_where_singular(ops.cholesky(M), M, None, J, -r)[0]
     return Regularized(refinements=0).solve(M, None, J, -r, None, ops).qdd
 
 

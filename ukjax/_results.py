@@ -156,6 +156,11 @@ NAMES = (
 """The result codes by integer value (0 = successful), as stored by :func:`ukjax.sweep`."""
 
 
+def name_of(code: int) -> str:
+    """The name of an integer result code (:data:`NAMES`), ``"code N"`` for an unknown one."""
+    return NAMES[code] if 0 <= code < len(NAMES) else f"code {code}"
+
+
 def code_of(result) -> jax.Array:
     """The integer code (index in :data:`NAMES`) of a result; -1 for an unknown one."""
     result = promote(result)

@@ -30,7 +30,7 @@ from ._impulse import Impulses
 from ._initial import AbstractInitialConditions, InitialCheck, check_initial_policy
 from ._integrators import default_controller, default_solver
 from ._probe import probe_indexing
-from ._results import NAMES, RESULTS, code_of, promote
+from ._results import RESULTS, code_of, name_of, promote
 from ._stabilization import AbstractStabilization, check_stabilization
 from ._stage_loop import StageLoop, unrollable
 from ._system import System, check_state, floatify, overrides
@@ -87,7 +87,7 @@ class Solution(eqx.Module):
         ``'mass_matrix_not_spd'``, ...): a str for one run, an array of names for a
         batch. Read on the host (not under `jit`)."""
         codes = np.asarray(code_of(self.result))
-        names = [NAMES[c] if 0 <= c < len(NAMES) else f"code {c}" for c in codes.ravel()]
+        names = [name_of(int(c)) for c in codes.ravel()]
         if codes.ndim == 0:
             return names[0]
         return np.array(names, dtype=object).reshape(codes.shape)

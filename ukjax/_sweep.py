@@ -16,20 +16,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._probe import probe_indexing
-from ._results import NAMES
+from ._results import NAMES, name_of
 from ._simulate import _check_ts
 from ._sweep_exec import ChunkJob, Layout, fork_safe, on_executor, on_threads
-from ._sweep_share import Share, share
+from ._sweep_share import ALL, Share, share
 from ._sweep_store import (
     Chunk,
     ChunkStore,
-    DamagedChunk,
     chunk_file,
     chunk_rows,
     concatenate,
     fingerprint,
-    load_chunk,
     ranges,
+    read_chunks,
     read_meta,
     system_signature,
 )
@@ -84,7 +83,7 @@ class SweepResult(NamedTuple):
     def failures(self) -> dict[str, np.ndarray]:
         """The indices of the failed trajectories, by the name of their result code."""
         codes = np.asarray(self.result)
-        names = {c: NAMES[c] if 0 <= c < len(NAMES) else f"code {c}" for c in np.unique(codes)}
+        names = {c: name_of(int(c)) for c in np.unique(codes)}
         return {names[c]: np.flatnonzero(codes == c) for c in sorted(names) if c != 0}
 
     def summary(self) -> str:
@@ -534,7 +533,7 @@ def sweep(
     )
     run_kwargs = dict(simulate_kwargs, solver=batched_solver(simulate_kwargs.get("solver")))
     job = ChunkJob.create(system, ts, layout, run_kwargs)
-    part = share(worker) if store is not None else share((0, 1))
+    part = share(worker) if store is not None else ALL
     mine = part.chunks(plan.n_chunks)
     _announce(mine, plan.n_chunks, part, progress)
     results: dict[int, Chunk] = {}
@@ -645,14 +644,13 @@ def load_sweep(path: str, *, partial: bool = False) -> SweepResult:
     meta = read_meta(path)
     n_chunks = meta["n_chunks"]
     present, missing, damaged = {}, [], {}
-    for i in range(n_chunks):
-        if not os.path.exists(chunk_file(path, i)):
+    for i, chunk, problem in read_chunks(path, meta):
+        if chunk is not None:
+            present[i] = chunk
+        elif problem is None:
             missing.append(i)
-            continue
-        try:
-            present[i] = load_chunk(path, i, chunk_rows(meta, i))
-        except DamagedChunk as e:
-            damaged[i] = str(e)
+        else:
+            damaged[i] = problem
     if (missing or damaged) and not partial:
         first = f" (first: {next(iter(damaged.values()))})" if damaged else ""
         raise IncompleteSweepError(

@@ -138,10 +138,11 @@ class ChunkJob(NamedTuple):
         return Chunk(*(np.asarray(x[:n]) for x in jax.device_get(outs)))
 
     @contextlib.contextmanager
-    def environment(self):
-        """The precision of the sweep, and the compilation cache where none is set."""
+    def environment(self, cacheable: bool):
+        """The precision of the sweep, and the compilation cache where none is set and
+        this process's programs can be stored (`cacheable`, :func:`cacheable`)."""
         unset = not jax.config.values.get("jax_compilation_cache_dir")
-        if self.cache is not None and cacheable() and unset:
+        if self.cache is not None and cacheable and unset:
             jax.config.update("jax_compilation_cache_dir", self.cache)
         if _x64() == self.x64:
             yield
@@ -192,8 +193,9 @@ def run_task(job: ChunkJob, i: int, rows: tuple, n: int, attempt: int = 0) -> Do
     their arguments (Dask)."""
     del attempt
     start = time.perf_counter()
+    stored = cacheable()
     try:
-        with job.environment():
+        with job.environment(stored):
             chunk = job.compute(rows, n, jax.local_devices()[:1])
         if job.out is not None:
             assert job.meta is not None
@@ -201,10 +203,10 @@ def run_task(job: ChunkJob, i: int, rows: tuple, n: int, attempt: int = 0) -> Do
             store.create()
             store.save(i, chunk)
             chunk = None
-        return Done(chunk, None, "", time.perf_counter() - start, _process(), cacheable())
+        return Done(chunk, None, "", time.perf_counter() - start, _process(), stored)
     except Exception as e:  # sent back: raised by the caller, where the user sees it
         trace, seconds = traceback.format_exc(), time.perf_counter() - start
-        return Done(None, _picklable(e), trace, seconds, _process(), cacheable())
+        return Done(None, _picklable(e), trace, seconds, _process(), stored)
 
 
 def on_threads(
@@ -271,9 +273,12 @@ def _submit(executor: Any, job: ChunkJob, i: int, task: tuple, attempt: int):
         raise _Lost(f"sweep: the executor refused chunk {i} ({type(e).__name__}: {e})") from e
 
 
-def _wait(executor: Any, job: ChunkJob, i: int, task: tuple, futures: dict) -> Done:
-    """The result of chunk i's task, submitting it again when the executor lost it (the
-    task itself never raises: an error in the computation comes back in `Done`)."""
+def _wait(
+    executor: Any, job: ChunkJob, i: int, task_of: Callable[[int], tuple], futures: dict
+) -> Done:
+    """The result of chunk i's task, submitting it again (its arguments built anew by
+    `task_of`) when the executor lost it (the task itself never raises: an error in the
+    computation comes back in `Done`)."""
     for attempt in range(1, ATTEMPTS + 1):
         try:
             return futures[i].result()
@@ -289,7 +294,7 @@ def _wait(executor: Any, job: ChunkJob, i: int, task: tuple, futures: dict) -> D
                 RuntimeWarning,
                 stacklevel=2,
             )
-            futures[i] = _submit(executor, job, i, task, attempt)
+            futures[i] = _submit(executor, job, i, task_of(i), attempt)
     raise AssertionError("unreachable")
 
 
@@ -323,7 +328,7 @@ def on_executor(
         for i in todo:
             futures[i] = _submit(executor, job, i, task_of(i), 0)
         for i in todo:
-            done = _wait(executor, job, i, task_of(i), futures)
+            done = _wait(executor, job, i, task_of, futures)
             if done.error is not None:
                 _raise(done, i)
             if not (warned or done.cacheable):

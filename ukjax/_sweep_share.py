@@ -31,10 +31,10 @@ class Share(NamedTuple):
         return f"worker {self.k} of {self.count} ({self.source})"
 
 
-_ALL = Share(0, 1, "all chunks")
+ALL = Share(0, 1, "all chunks")
 
 
-def _from_argument(worker) -> Share:
+def from_argument(worker) -> Share:
     ok = (
         isinstance(worker, (tuple, list))
         and len(worker) == 2
@@ -77,10 +77,10 @@ def _from_slurm(environ: Mapping[str, str]) -> Share:
 def share(worker, environ: Mapping[str, str] | None = None) -> Share:
     """This call's share of the chunks (all of them when nothing splits the work)."""
     if worker is not None:
-        return _from_argument(worker)
+        return from_argument(worker)
     environ = os.environ if environ is None else environ
     if "SLURM_ARRAY_TASK_ID" in environ and "SLURM_ARRAY_TASK_COUNT" in environ:
         return _from_slurm(environ)
     if jax.process_count() > 1:
         return Share(jax.process_index(), jax.process_count(), "jax.distributed")
-    return _ALL
+    return ALL

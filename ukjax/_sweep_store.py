@@ -14,6 +14,7 @@ import json
 import os
 import threading
 import warnings
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import equinox as eqx
@@ -191,6 +192,20 @@ def ranges(indices, spell_out: int = 20) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
+def read_chunks(path: str, meta: dict) -> Iterator[tuple[int, Chunk | None, str | None]]:
+    """Every chunk of the sweep folder `path`, in order, read and checked: ``(i, chunk,
+    None)`` when intact, ``(i, None, None)`` when its file is missing, ``(i, None,
+    reason)`` when damaged (one chunk in memory at a time)."""
+    for i in range(meta["n_chunks"]):
+        if not os.path.exists(chunk_file(path, i)):
+            yield i, None, None
+            continue
+        try:
+            yield i, load_chunk(path, i, chunk_rows(meta, i)), None
+        except DamagedChunk as e:
+            yield i, None, str(e)
+
+
 class SweepStatus(NamedTuple):
     """Which chunks of a sweep folder are done, missing or damaged (:func:`sweep_status`).
 
@@ -239,13 +254,11 @@ def sweep_status(path: str) -> SweepStatus:
     """
     meta = read_meta(path)
     done, missing, damaged = [], [], {}
-    for i in range(meta["n_chunks"]):
-        if not os.path.exists(chunk_file(path, i)):
-            missing.append(i)
-            continue
-        try:
-            load_chunk(path, i, chunk_rows(meta, i))
+    for i, chunk, problem in read_chunks(path, meta):
+        if chunk is not None:
             done.append(i)
-        except DamagedChunk as e:
-            damaged[i] = str(e)
+        elif problem is None:
+            missing.append(i)
+        else:
+            damaged[i] = problem
     return SweepStatus(os.fspath(path), meta["n_chunks"], meta["batch"], done, missing, damaged)

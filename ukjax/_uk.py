@@ -123,9 +123,8 @@ def uk_terms(
         Qc_ni = zeros if C is None else C
         qdd = a if C is None else a + solve_M(C)
         return UKTerms(qdd, a, zeros, Qc_ni, jnp.zeros(0, M.dtype), jnp.zeros((), M.dtype), spd_ok)
-    if semidefinite:  # M + s A^T A where M is singular (for the whole batch, a branch)
-        singular = any_member(near_singular(L, M))
-        M, Q = lax.cond(singular, lambda: complete_mass(M, Q, A, b), lambda: (M, Q))
+    if semidefinite:
+        M, Q = complete_where_singular(L, M, Q, A, b)
         L = ops.cholesky(M)
         spd_ok = factored(L, M)
     # The solve factors M itself: after XLA's common-subexpression elimination that is the
@@ -155,6 +154,13 @@ def near_singular(L, M) -> jax.Array:
     of the coordinates) factors with pivots far above n eps; the completion is exact for
     any M that the constraints complete, so it is used from this wider margin on."""
     return ~factored(L, M, float(jnp.finfo(M.dtype).eps) ** 0.5)
+
+
+def complete_where_singular(L, M, Q, A, b):
+    """(M, Q), or :func:`complete_mass` of them where M (with Cholesky factor `L`) is
+    :func:`near_singular`: a branch for the whole batch once any member needs it."""
+    singular = any_member(near_singular(L, M))
+    return lax.cond(singular, lambda: complete_mass(M, Q, A, b), lambda: (M, Q))
 
 
 def complete_mass(M, Q, A, b) -> tuple[jax.Array, jax.Array | None]:
