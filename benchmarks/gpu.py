@@ -8,8 +8,8 @@ default run-time checks on, saving only the final state. Compile time is reporte
 separately. The batch is capped so that the dense per-state work fits in memory
 (2^26 / (4 N^2) states); a point that still runs out of memory is recorded as "OOM".
 
-    python benchmarks/gpu.py [--links 2,4,8,16,32] [--max-log2-batch 20] [--steps 200]
-                             [--quick] [--json FILE]
+    python benchmarks/gpu.py [--links 2,4,8,16,32] [--max-log2-batch 20] [--log2-step 2]
+                             [--steps 200] [--quick] [--json FILE]
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def run_point(N, batch, dtype, steps, dt=1e-3):
         dt0=dt,
         max_steps=steps + 10,
         throw=False,
-        initial_conditions_tol=1e-3,
+        initial_conditions=ukjax.CheckInitial(tol=1e-3),
     ).q[-1]
     fn = jax.jit(jax.vmap(one))
     t0 = time.perf_counter()
@@ -81,6 +81,7 @@ def main():
     ap.add_argument("--links", default="2,4,8,16,32")
     ap.add_argument("--max-log2-batch", type=int, default=20)
     ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--log2-step", type=int, default=2, help="batch sizes 2^0, 2^step, ...")
     ap.add_argument("--quick", action="store_true", help="N = 2, 4; batch up to 2^6; 20 steps")
     ap.add_argument("--json", default=out_path("gpu.json"))
     args = ap.parse_args()
@@ -101,7 +102,7 @@ def main():
     for dtype in (jnp.float32, jnp.float64):
         for N in (int(x) for x in args.links.split(",")):
             cap = min(2**args.max_log2_batch, max(2**26 // (4 * N * N), 1))
-            for k in range(0, args.max_log2_batch + 1, 2):
+            for k in range(0, args.max_log2_batch + 1, args.log2_step):
                 batch = 2**k
                 if batch > cap:
                     break
@@ -125,7 +126,11 @@ def main():
                     row["error"] = "OOM"
                     print(f"{row['dtype']:<8} {N:>3} {batch:>8} | OOM", flush=True)
                 rows.append(row)
-    write_json(args.json, {"machine": info, "nvidia_smi": smi, "steps": args.steps, "rows": rows})
+                # after every point: a run stopped at a time limit keeps what it measured
+                write_json(
+                    args.json,
+                    {"machine": info, "nvidia_smi": smi, "steps": args.steps, "rows": rows},
+                )
 
 
 if __name__ == "__main__":

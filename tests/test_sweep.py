@@ -67,6 +67,44 @@ def test_chunked_and_final_only(reference, tmp_path):
     np.testing.assert_allclose(
         r.q[:, 0], reference.q[:, -1], rtol=0, atol=1e-10
     )  # solver rtol 1e-12; batching changes rounding
+    # the default chunk size of a sweep resumed in that folder is the folder's
+    again = ukjax.sweep(
+        CartesianPendulum(),
+        q0,
+        qd0,
+        TS,
+        params=_params(),
+        save_final_only=True,
+        out=tmp_path,
+        progress=False,
+    )
+    assert (again.chunks_loaded, again.chunks_computed) == (3, 0)
+    np.testing.assert_array_equal(again.q, r.q)
+
+
+class _Device:
+    """What the default chunk size reads of a device."""
+
+    def __init__(self, platform, bytes_limit=None):
+        self.platform, self.limit = platform, bytes_limit
+
+    def memory_stats(self):
+        return None if self.limit is None else {"bytes_limit": self.limit}
+
+
+def test_default_chunk_size_by_device(tmp_path):
+    from ukjax._sweep import ACCELERATOR_CHUNK, CPU_CHUNK, _default_chunk
+
+    item = 8
+    assert _default_chunk(None, [_Device("cpu")] * 2, 301, 3, item) == CPU_CHUNK
+    gpu = _Device("gpu", 80 * 2**30)  # 80 GiB: the double rod's saves fit
+    assert _default_chunk(None, [gpu], 301, 3, item) == ACCELERATOR_CHUNK
+    assert _default_chunk(None, [gpu, gpu], 301, 3, item) == 2 * ACCELERATOR_CHUNK
+    # 1,001 saves of 30 coordinates: 1.44 MB per trajectory; an eighth of 80 GiB holds fewer
+    per = 3 * 2 * 1_001 * 30 * item
+    assert _default_chunk(None, [gpu], 1_001, 30, item) == 80 * 2**30 // 8 // per < 16384
+    assert _default_chunk(None, [_Device("gpu", 2**20)], 1_001, 30, item) == 1  # at least one
+    assert _default_chunk(None, [_Device("tpu")], 301, 3, item) == ACCELERATOR_CHUNK
 
 
 @pytest.mark.slow  # default-suite time; the same paths run in other default tests

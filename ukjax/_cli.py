@@ -20,7 +20,7 @@ from ._results import RESULTS
 from ._simulate import simulate
 from ._sweep import sweep
 from ._sweep_share import from_argument
-from ._sweep_store import sweep_status
+from ._sweep_store import read_meta, sweep_status
 from ._unrolled import batched_solver
 from ._xla import compiler_options
 from .systems import CartesianPendulum, DoubleRodPendulum, DuffingOscillator, PlanarChain
@@ -246,8 +246,9 @@ def _sweep(args) -> int:
     print(
         f"ukjax {__version__} (JAX {jax.__version__}, {len(jax.local_devices())} x "
         f"{jax.devices()[0].platform}, {'float32' if args.float32 else 'float64'}): sweep of "
-        f"{args.batch} trajectories of {type(s).__name__}, t in [0, {args.t1}], chunks of "
-        f"{args.chunk}, into {args.out}/"
+        f"{args.batch} trajectories of {type(s).__name__}, t in [0, {args.t1}], "
+        f"{'default chunks' if args.chunk is None else f'chunks of {args.chunk}'}, into "
+        f"{args.out}/"
     )
     os.makedirs(args.out, exist_ok=True)  # there from the start, for the user to look at
     t0 = time.perf_counter()
@@ -281,7 +282,7 @@ def _sweep(args) -> int:
         "system": type(s).__name__,
         "batch": args.batch,
         "t1": args.t1,
-        "chunk_size": args.chunk,
+        "chunk_size": read_meta(args.out)["chunk_size"],
         "devices": res.devices,
         "chunks_computed": res.chunks_computed,
         "chunks_resumed": res.chunks_loaded,
@@ -379,7 +380,13 @@ def main(argv=None) -> int:
     sw.add_argument(
         "--saves", type=_at_least_two, default=101, help="number of save times in [0, t1]"
     )
-    sw.add_argument("--chunk", type=_positive_int, default=1024, help="trajectories per chunk")
+    sw.add_argument(
+        "--chunk",
+        type=_positive_int,
+        default=None,
+        help="trajectories per chunk (default: 1024 on a CPU, 16384 per GPU; a resumed "
+        "sweep keeps its folder's)",
+    )
     sw.add_argument(
         "--workers",
         type=_positive_int,

@@ -271,6 +271,31 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
+CPU_CHUNK = 1024  # the default chunk on the CPU backend
+ACCELERATOR_CHUNK = 16384  # per device, the default on a GPU/TPU (RESULTS, GPU section)
+
+
+def _default_chunk(out, devices: list, n_saves: int, n: int, itemsize: int) -> int:
+    """`chunk_size` when none is given: that of the sweep already in `out` (a resumed sweep
+    keeps its chunks, whatever the machine); else CPU_CHUNK on the CPU backend, where a
+    chunk runs on one core and the cores share the batch, and on an accelerator
+    ACCELERATOR_CHUNK per device (a GPU runs a chunk's steps in lockstep across the
+    batch; one wide chunk keeps it busy where many small ones wait on each step's
+    latency), fewer where a chunk's saves would not fit in an eighth of the device's
+    memory."""
+    if out is not None and os.path.exists(os.path.join(os.fspath(out), "meta.json")):
+        return int(read_meta(os.fspath(out))["chunk_size"])
+    first = devices[0]
+    platform = jax.default_backend() if first is None else first.platform
+    if platform == "cpu":
+        return CPU_CHUNK
+    stats = first.memory_stats() if first is not None else None
+    limit = (stats or {}).get("bytes_limit", 2**34)
+    per_trajectory = 3 * 2 * n_saves * n * itemsize
+    fits = max(1, limit // 8 // max(per_trajectory, 1))
+    return min(ACCELERATOR_CHUNK, fits) * len(devices)
+
+
 def _workers(workers: int | None, devices: list) -> int:
     """How many chunks run at once: `workers`, or by default one per CPU core available
     (per device when the batch is sharded over several host devices) on the CPU backend
@@ -378,7 +403,7 @@ def sweep(
     *,
     params: dict[str, Any] | None = None,
     out: str | None = None,
-    chunk_size: int = 1024,
+    chunk_size: int | None = None,
     save_final_only: bool = False,
     devices=None,
     vector_width: int | None = None,
@@ -441,7 +466,12 @@ def sweep(
       system fields (e.g. ``{"length": lengths}``).
     - `out`: folder for the chunk files (``None``: keep everything in memory).
     - `chunk_size`: trajectories per chunk at most (rounded up to a multiple of the device
-      count). A vmapped chunk steps in lockstep until its slowest member is done, so a
+      count). Default: that of the sweep already in `out`, else 1024 on the CPU backend and
+      16384 per device on a GPU or TPU (fewer where a chunk's saves would take more than an
+      eighth of its memory): a GPU advances a chunk's trajectories in lockstep, and many
+      small chunks leave it waiting on each step's latency (``benchmarks/RESULTS.md``, GPU
+      section). Give it explicitly when workers on different kinds of machine share one
+      `out`. A vmapped chunk steps in lockstep until its slowest member is done, so a
       batch in grid order (neighbours alike) wastes less in chunks than in one wide call
       (``benchmarks/RESULTS.md``, sweep section). In memory (no `out`, no `executor`), a
       batch of fewer than `workers` x `chunk_size` trajectories is cut into `workers`
@@ -523,6 +553,9 @@ def sweep(
     # in memory, a small batch is cut so that every worker has a chunk; with `out`, the
     # chunks are `chunk_size` whatever the machine (a sweep resumes on another one)
     spread = n_workers if out is None and executor is None else 1
+    if chunk_size is None:
+        n_saves = 1 if save_final_only else ts.shape[0]
+        chunk_size = _default_chunk(out, devices, n_saves, q_first.shape[0], q_first.itemsize)
     plan = _plan(B, chunk_size, devices, vector_width, spread)
     simulate_kwargs.setdefault("throw", False)
     layout = Layout(len(plan.devices), plan.per_device, plan.width, save_final_only)
