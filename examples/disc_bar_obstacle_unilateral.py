@@ -36,7 +36,7 @@ def run(system, law, T):
     sol = ukjax.simulate(system, jnp.array([1.0, 1.0]), jnp.zeros(2), ts, contact=law)
     jax.block_until_ready(sol.q)
     wall = time.perf_counter() - t0
-    force = jax.vmap(lambda t, q, qd, e: ukjax.contact_forces(system, t, q, qd, e, law)[1])
+    force = jax.vmap(lambda t, q, qd, e: ukjax.contact_forces(system, t, q, qd, e, contact=law)[1])
     Fc = force(sol.ts, sol.q, sol.qd, sol.engaged)
     g = jax.vmap(lambda q: system.unilateral(0.0, q)[0])(sol.q)
     return sol, np.asarray(Fc), np.asarray(g), wall

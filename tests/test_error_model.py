@@ -476,13 +476,19 @@ def test_the_run_program_does_not_depend_on_how_it_is_traced():
     plain call, vmap, grad, vmap of grad, jit of vmap and forward mode through a jit.
     throw=True checks every stage inside the field, throw=False by the failure event (it
     returns codes); an adjoint that refuses events checks in the field."""
-    from ukjax._simulate import _place_checks, _VectorField
+    from ukjax._field import Field
+    from ukjax._simulate import _place_checks
 
     system = CartesianPendulum()
 
     def placement(throw, adjoint):
-        field = _VectorField(
-            system, ukjax.NoStabilization(), ukjax.Regularized(), True, None, throw
+        field = Field(
+            system,
+            ukjax.NoStabilization(),
+            ukjax.Regularized(),
+            check=True,
+            consistency_tol=None,
+            throw=throw,
         )
         seen = []
 

@@ -140,7 +140,7 @@ def test_particle_leaves_a_cylinder_where_the_normal_force_vanishes():
     on = np.asarray(sol.engaged[:, 0])
     r = np.linalg.norm(np.asarray(sol.q), axis=1)
     np.testing.assert_allclose(r[on], R, atol=1e-10)
-    forces = jax.vmap(lambda t, q, qd, e: ukjax.contact_forces(p, t, q, qd, e, law)[2])(
+    forces = jax.vmap(lambda t, q, qd, e: ukjax.contact_forces(p, t, q, qd, e, contact=law)[2])(
         sol.ts, sol.q, sol.qd, sol.engaged
     )
     assert np.all(np.asarray(forces)[on] > 0) and np.all(np.asarray(forces)[~on] == 0)
@@ -374,3 +374,19 @@ def test_simultaneous_and_near_simultaneous_impacts():
     assert float(jnp.min(tilted.q[:, [1, 3]])) > -1e-12
     d = tilted.q[:, 2:] - tilted.q[:, :2]
     np.testing.assert_allclose(jnp.sum(d**2, axis=1), 1.0, atol=1e-9)
+
+
+def test_contact_forces_and_friction_forces_take_the_same_arguments():
+    import inspect
+
+    names = lambda f: list(inspect.signature(f).parameters)
+    assert names(ukjax.contact_forces) == names(ukjax.friction_forces)
+    ball = BouncingBall(mass=2.0, g=10.0)
+    args = (ball, 0.0, jnp.zeros(1), jnp.zeros(1), jnp.array([True]))
+    new = ukjax.contact_forces(*args, contact=ukjax.Impact())
+    assert float(new[2][0]) == pytest.approx(20.0)  # the floor carries m g
+    with pytest.warns(DeprecationWarning, match="contact=law"):
+        old = ukjax.contact_forces(*args, ukjax.Impact())  # the former order
+    np.testing.assert_array_equal(np.asarray(new[2]), np.asarray(old[2]))
+    with pytest.raises(TypeError, match="two contact laws"):
+        ukjax.contact_forces(*args, ukjax.Impact(), contact=ukjax.Impact())

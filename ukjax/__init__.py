@@ -19,7 +19,7 @@ The public API:
   :func:`servo_history` (plants declare `System.actuators`).
 - Contact laws for unilateral constraints: :class:`Impact`, :class:`ContactDynamics`,
   :class:`HuntCrossley` (base :class:`AbstractContact`); :func:`contact_forces`, :class:`EventLog`,
-  :data:`EVENT_KINDS`; impulses: :func:`apply_impulse`, :class:`Impulses`.
+  :class:`EventKind`, :data:`EVENT_KINDS`; impulses: :func:`apply_impulse`, :class:`Impulses`.
 - Coulomb friction on contacts (systems declare `System.friction`): :class:`Coulomb`
   (exact stick-slip), :class:`VelocityTolerance` (Bajodah 2003's rule), base
   :class:`AbstractFriction`; :func:`friction_forces`.
@@ -80,6 +80,11 @@ from ._dynamics import (
 from ._dynamics import (
     mass_and_force as mass_and_force,
 )
+from ._events import EVENT_KINDS as EVENT_KINDS
+from ._events import EventKind as EventKind
+from ._events import EventLog as EventLog
+from ._field import contact_forces as contact_forces
+from ._field import friction_forces as friction_forces
 from ._fit import (
     FitResult as FitResult,
 )
@@ -98,10 +103,6 @@ from ._fit import (
 from ._friction import AbstractFriction as AbstractFriction
 from ._friction import Coulomb as Coulomb
 from ._friction import VelocityTolerance as VelocityTolerance
-from ._hybrid import EVENT_KINDS as EVENT_KINDS
-from ._hybrid import EventLog as EventLog
-from ._hybrid import contact_forces as contact_forces
-from ._hybrid import friction_forces as friction_forces
 from ._impulse import Impulses as Impulses
 from ._impulse import apply_impulse as apply_impulse
 from ._initial import (

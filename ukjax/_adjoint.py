@@ -41,10 +41,9 @@ from ._batching import any_member
 
 
 # Steps replayed in one batch (their forward passes are independent given the stored
-# states, so they run as one vmap; their transposes then run in sequence). Measured on the
-# chains of benchmarks/gradients.py (value_and_grad / forward, best of 30 interleaved, the
-# replay in a StageLoop): 5 links 8 -> 2.75x, 16 -> 2.71x, 32 -> 2.69x; 4 links 3.73x,
-# 3.52x, 3.48x. 16 keeps the batch's residuals small (16 x 26 kB at 5 links).
+# states, so they run as one vmap; their transposes then run in sequence). Chosen on the
+# chains of benchmarks/gradients.py (benchmarks/RESULTS.md, gradients section): larger
+# batches gained little, and 16 keeps the batch's residuals small.
 _CHUNK = 16
 
 # The default adjoint replays when the stored states take at most DEFAULT_BUDGET bytes per

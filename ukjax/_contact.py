@@ -10,7 +10,9 @@ equation, so $\ddot g_i = \ddot g_i^\star$). A law says
   (:meth:`AbstractContact.target_acceleration`),
 - which scalar per contact crosses zero downwards when the mode must change
   (:meth:`AbstractContact.event_value`; located by root finding, in time order), and
-- whether the change comes with an impulse (:attr:`AbstractContact.impulsive`).
+- whether the change comes with an impulse (:attr:`AbstractContact.impulsive`), and
+- what happens at the event: the new modes and the velocity after it
+  (:meth:`AbstractContact.switch`).
 
 The laws (Bajodah 2003, *Acceleration Constraints in Modeling and Control of
 Nonholonomic Systems*, ch. 5; sign convention $g = -\varphi$, where the thesis writes
@@ -34,6 +36,8 @@ from typing import ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+
+from ._events import EventKind, EventMotion
 
 
 def _arr(x, like):
@@ -66,6 +70,22 @@ class AbstractContact(eqx.Module):
     def penetrating(self, g) -> jax.Array:
         """Per contact: does `g` violate the law at the start (a refused initial state)?"""
         return jnp.zeros(g.shape, bool)
+
+    def initial_engaged(self, engaged, sliding, motion: EventMotion) -> jax.Array:
+        """The contacts engaged at the start, from the candidates of :meth:`initial_mode`
+        (by default all of them)."""
+        return engaged
+
+    def switch(
+        self, trig, engaged, sliding, g, gd, motion: EventMotion
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """The event of contact `trig` (a one-hot (k,) mask) at a state with contact values
+        `g`, rates `gd` and modes `engaged`, `sliding`: (new `engaged`, the velocity after
+        the event, its :class:`ukjax.EventKind`). By default the triggering contact
+        toggles between free and engaged and the velocity is kept (a compliant law)."""
+        engaged = jnp.where(trig, ~engaged, engaged)
+        kind = jnp.where(jnp.any(trig & engaged), EventKind.ENGAGE, EventKind.RELEASE)
+        return engaged, motion.qd, kind
 
 
 class Impact(AbstractContact):
@@ -144,6 +164,30 @@ class Impact(AbstractContact):
 
     def persists(self, gd_plus: jax.Array) -> jax.Array:
         return jnp.abs(gd_plus) <= self.speed_tol(gd_plus.dtype)
+
+    def initial_engaged(self, engaged, sliding, motion: EventMotion):
+        """A resting rigid contact is engaged only if it pushes."""
+        return motion.release_pulling(motion.qd, engaged, sliding)
+
+    def switch(self, trig, engaged, sliding, g, gd, motion: EventMotion):
+        r"""An approaching free contact impacts, together with every free contact within
+        `simultaneity` that approaches too (one projection: simultaneous impacts); an
+        engaged one that would pull is released. Impacting contacts get $\dot g^+ =
+        -e\dot g^-$, or persist ($\dot g^+ = 0$, engaged) below `persist_below`; stuck
+        frictional contacts stay stuck through the jump; contacts whose force would pull
+        after it are released."""
+        free = ~engaged
+        near = free & (g <= self.gap_tol(g.dtype)) & (gd < 0)
+        impacting = (trig & free & (gd < 0)) | (near & jnp.any(trig & free))
+        gd_plus = self.rebound(gd)
+        persistent = impacting & self.persists(gd_plus)
+        after = (engaged & ~(trig & engaged)) | persistent
+        gd_target = jnp.where(impacting & ~persistent, gd_plus, 0.0)
+        stuck = engaged & after & (sliding == 0)
+        qd = motion.jump(impacting | after, gd_target, stuck)
+        after = motion.release_pulling(qd, after, jnp.where(after & engaged, sliding, 0))
+        kind = jnp.where(jnp.any(impacting), EventKind.IMPACT, EventKind.RELEASE)
+        return after, qd, kind
 
 
 class ContactDynamics(AbstractContact):

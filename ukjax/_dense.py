@@ -10,16 +10,14 @@ $$y(t_0 + \theta h) = y_0 + \sum_s b_s(\theta)\,k_s
 with $b_s(\theta) = \sum_p c_{sp}\theta^p$. diffrax evaluates the left form at every save
 time: the $b_s(\theta)$, then a product with the stacked stages. Under `jax.vmap` that is
 a batched matrix product over a short axis (and a transposed copy of the stages) at every
-save, inside the loop over the saves of a step: on the 2-core CPU a batch of 1024
-double-rod pendulums (Dopri8, rtol = atol = 1e-12, 301 saves) spent about 0.1 s of 0.4 s
-there. :class:`PolynomialDense` is the right form: the $W_p$ are formed once per step, as
+save, inside the loop over the saves of a step, a sizeable share of a batched run with
+many saves (`benchmarks/RESULTS.md`, sweep section). :class:`PolynomialDense` is the right
+form: the $W_p$ are formed once per step, as
 sums with the weights as constants, and each save is $d$ multiply-adds (Horner), fused with
 what follows. The same polynomial: values agree with diffrax's to rounding.
 
-Measured on that box (batch 1024, `jax.jit(jax.vmap(simulate))`, best of 7 interleaved
-calls, run seconds diffrax's interpolation -> this one): double rod at 1e-12, `Dopri8`
-0.523 -> 0.464, `Unrolled(Dopri8())` 0.420 -> 0.346, `Tsit5` at 1e-8 0.178 -> 0.132; the
-Duffing oscillator (501 saves) 0.484 -> 0.432, 0.438 -> 0.311, 0.233 -> 0.217. A forward
+Batched runs of the double rod and the Duffing oscillator ran faster with it for every
+method measured (`benchmarks/RESULTS.md`, sweep section). A forward
 `vmap` of :func:`ukjax.simulate` and :func:`ukjax.sweep` use it (through
 :class:`ukjax.StageLoop` or :class:`ukjax.Unrolled`, or as :class:`PolynomialOutput` for
 a method they run as it is); a single trajectory keeps diffrax's interpolation (no

@@ -39,12 +39,13 @@ The strategies:
 
 from __future__ import annotations
 
-from typing import ClassVar
+import abc
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from ._events import EventKind, EventMotion
 from ._linalg import pinv_solve
 from ._system import System, overrides
 from ._uk import UKTerms, relative_residual
@@ -59,25 +60,47 @@ def sgn(x) -> jax.Array:
 class AbstractFriction(eqx.Module):
     """Base class of friction laws for engaged unilateral contacts (module docstring).
 
-    An event-driven law (`event_driven = True`) defines :meth:`event_value`; a law that
-    picks the modes at every state defines :meth:`pointwise_modes`."""
-
-    event_driven: eqx.AbstractClassVar[bool]
-    """Whether stick and slip are modes switched by events (else chosen at every state)."""
+    A law defines :meth:`solve`, the UK acceleration with its friction at a state in a
+    mode. A law whose stick and slip are modes switched by events (:class:`Coulomb`) also
+    defines :meth:`event_value`, :meth:`switch`, :meth:`settle` and :meth:`recorded`; the
+    defaults here are those of a law that picks its modes at every state, with no events
+    (:class:`VelocityTolerance`)."""
 
     def speed_tol(self, dtype) -> float:
         """Tangential speed below which a contact that (re)engages may stick."""
         return float(jnp.finfo(dtype).eps) ** (1 / 3)
 
-    def event_value(self, engaged, sliding, fs: FrictionState, normal, tangential) -> jax.Array:
-        """Per contact: a value whose downward zero crossing switches its friction mode."""
-        raise NotImplementedError(f"{type(self).__name__} is not event-driven.")
+    @abc.abstractmethod
+    def solve(
+        self, M, Q, A, b, C, fs: FrictionState, engaged, sliding, uk_solver: AbstractUKSolver
+    ) -> FrictionalSolve:
+        """The UK equation with the friction of the `engaged` contacts in the modes
+        `sliding` ((k,) ints: 0 stuck, +1/-1 sliding); `A`, `b` hold the bilateral rows
+        and then the k contact rows (:func:`frictional_solve`)."""
 
-    def pointwise_modes(self, fs: FrictionState, hold_force, normal) -> tuple[jax.Array, jax.Array]:
-        """(sliding direction (k,) int, stick target (k,)) at a state, for laws that are
-        not event-driven. `hold_force` is the friction force that would hold each contact
-        with zero tangential acceleration, `normal` the normal forces."""
-        raise NotImplementedError(f"{type(self).__name__} is event-driven.")
+    def event_value(self, engaged, sliding, fs: FrictionState, normal, tangential) -> jax.Array:
+        """Per contact: a value whose downward zero crossing switches its friction mode;
+        none (shape (0,)) for a law without events."""
+        return jnp.zeros((0,), fs.vt.dtype)
+
+    def switch(
+        self, i, engaged, sliding, motion: EventMotion
+    ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
+        """The friction event of contact `i`: (new `sliding`, velocity after it, its
+        :class:`ukjax.EventKind`, tangential speed before, after). Called only for a law
+        with event values; by default nothing changes."""
+        nan = jnp.full((), jnp.nan, motion.qd.dtype)
+        return sliding, motion.qd, jnp.asarray(EventKind.NONE), nan, nan
+
+    def settle(self, engaged, sliding, fresh, motion: EventMotion) -> tuple[jax.Array, jax.Array]:
+        """(sliding, velocity) after the contacts' modes changed (the contacts in `fresh`
+        have just engaged) or at the start. By default unchanged."""
+        return sliding, motion.qd
+
+    def recorded(self, sliding: jax.Array) -> jax.Array | None:
+        """What `Solution.sliding` holds: the saved modes for a law switched by events;
+        None for a law that picks its modes at every state (no mode to record)."""
+        return None
 
 
 class Coulomb(AbstractFriction):
@@ -93,22 +116,63 @@ class Coulomb(AbstractFriction):
       float64); faster, it slides.
 
     Example:
-        >>> import ukjax
-        >>> ukjax.Coulomb().event_driven
-        True
+        >>> import jax, jax.numpy as jnp, ukjax
+        >>> jax.config.update("jax_enable_x64", True)
+        >>> from ukjax.systems import FrictionBlock
+        >>> block = FrictionBlock(mass=1.0, g=9.81, incline=0.5, mu_static=0.3, mu_kinetic=0.2)
+        >>> sol = ukjax.simulate(block, jnp.zeros(2), jnp.zeros(2), jnp.linspace(0.0, 1.0, 3),
+        ...                      friction=ukjax.Coulomb())
+        >>> int(sol.sliding[0, 0]), int(sol.events.count)  # tan 0.5 > 0.3: slides at once
+        (-1, 0)
     """
 
     stick_below: float | None = eqx.field(static=True, default=None)
-    event_driven: ClassVar[bool] = True
 
     def speed_tol(self, dtype) -> float:
         eps = float(jnp.finfo(dtype).eps)
         return eps ** (1 / 3) if self.stick_below is None else self.stick_below
 
+    def solve(self, M, Q, A, b, C, fs: FrictionState, engaged, sliding, uk_solver):
+        """Stuck contacts held at zero tangential acceleration, sliding ones with kinetic
+        friction (:func:`frictional_solve`)."""
+        target = jnp.zeros_like(fs.vt)
+        return frictional_solve(M, Q, A, b, C, fs, engaged, sliding, target, uk_solver)
+
     def event_value(self, engaged, sliding, fs: FrictionState, normal, tangential):
         r"""Per contact: $\mu_sN - |\lambda_t|$ while stuck, $s\,v$ while sliding."""
         stuck = jnp.where(engaged & (sliding == 0), fs.mu_s * normal - jnp.abs(tangential), 1.0)
         return jnp.where(engaged & (sliding != 0), sliding * fs.vt, stuck)
+
+    def switch(self, i, engaged, sliding, motion: EventMotion):
+        r"""A stuck contact starts to slide (opposite to the friction force that held it);
+        a sliding one whose velocity reached zero sticks if the static bound holds there,
+        and slides back otherwise. $v_i$ is set to 0 (the UK impulsive projection)."""
+        trig = jnp.arange(engaged.shape[0]) == i
+        held = jnp.where(trig, 0, sliding)
+        fs, normal, tangential = motion.forces(motion.qd, engaged, held)
+        holds = jnp.abs(tangential) <= fs.mu_s * normal
+        new = jnp.where((sliding == 0) | ~holds, -sgn(tangential), 0)
+        sliding = jnp.where(trig & engaged, new, sliding).astype(jnp.int32)
+        qd = motion.hold(motion.qd, engaged, engaged & ((sliding == 0) | trig))
+        kind = jnp.where(jnp.any(trig & (sliding == 0)), EventKind.STICK, EventKind.SLIP)
+        at = lambda x: jnp.sum(jnp.where(trig, x, 0.0))
+        return sliding, qd, kind, at(fs.vt), at(motion.friction_state(qd).vt)
+
+    def settle(self, engaged, sliding, fresh, motion: EventMotion):
+        """A contact that has just engaged sticks if slow and admissible, else slides (along
+        its velocity, or away from the holding force); a stuck contact whose holding force
+        exceeds the static bound slides; stuck contacts are held at zero tangential
+        velocity."""
+        fs = motion.friction_state(motion.qd)
+        sliding = jnp.where(fresh, sliding_from_speed(self, fs), sliding)
+        sliding = jnp.where(engaged, sliding, 0).astype(jnp.int32)
+        fs, normal, tangential = motion.forces(motion.qd, engaged, sliding)
+        bad = engaged & (sliding == 0) & (jnp.abs(tangential) > fs.mu_s * normal)
+        sliding = jnp.where(bad, -sgn(tangential), sliding).astype(jnp.int32)
+        return sliding, motion.hold(motion.qd, engaged, engaged & (sliding == 0))
+
+    def recorded(self, sliding: jax.Array) -> jax.Array:
+        return sliding
 
 
 class VelocityTolerance(AbstractFriction):
@@ -141,14 +205,13 @@ class VelocityTolerance(AbstractFriction):
     Example:
         >>> import ukjax
         >>> law = ukjax.VelocityTolerance(tolerance=1e-3, damping=2.0)
-        >>> law.event_driven, law.literal
-        (False, False)
+        >>> float(law.tolerance), law.literal
+        (0.001, False)
     """
 
     tolerance: float | jax.Array = 1e-3
     damping: float | jax.Array = 2.0
     literal: bool | jax.Array = False
-    event_driven: ClassVar[bool] = False
 
     def __check_init__(self):
         for name in ("tolerance", "damping"):
@@ -156,7 +219,14 @@ class VelocityTolerance(AbstractFriction):
             if isinstance(value, (int, float)) and not value > 0:
                 raise ValueError(f"VelocityTolerance: {name} must be > 0; got {value}.")
 
-    def pointwise_modes(self, fs, hold_force, normal):
+    def solve(self, M, Q, A, b, C, fs: FrictionState, engaged, sliding, uk_solver):
+        """The modes picked at this state (`sliding` is not used: :func:`pointwise_solve`)."""
+        return pointwise_solve(self, M, Q, A, b, C, fs, engaged, uk_solver)
+
+    def pointwise_modes(self, fs, hold_force, normal) -> tuple[jax.Array, jax.Array]:
+        """(sliding direction (k,) int, stick target (k,)) at a state. `hold_force` is the
+        friction force that would hold each contact with zero tangential acceleration,
+        `normal` the normal forces."""
         dtype = fs.vt.dtype
         slow = jnp.abs(fs.vt) <= jnp.asarray(self.tolerance, dtype)
         exceeds = fs.mu_s * normal < jnp.abs(hold_force)
@@ -345,9 +415,9 @@ def frictional_solve(
 
 
 def pointwise_solve(
-    law: AbstractFriction, M, Q, A, b, C, fs: FrictionState, engaged, uk_solver
+    law: VelocityTolerance, M, Q, A, b, C, fs: FrictionState, engaged, uk_solver
 ) -> FrictionalSolve:
-    """For a law that is not event-driven: a trial solve with every engaged contact held
+    """For a law that picks its modes at every state: a trial solve with every engaged contact held
     (zero tangential acceleration) gives the holding forces; the law picks the modes; the
     final solve uses them."""
     k = fs.T.shape[0]

@@ -47,10 +47,9 @@ def error_norm(x: Any) -> jax.Array:
 
     For at most :data:`UNROLLED_NORM_MAX` entries the sum is a chain of multiply-adds
     over the entries instead of a reduction: under `vmap` XLA:CPU (jaxlib 0.10) hands a
-    batched reduction over a short axis to YNNPACK, where it costs about 100 ns per
-    trajectory, and in a plain `jax.jit(jax.vmap(simulate))` this norm was the only such
-    reduction in the integration loop: 4096 double-rod pendulums (Dopri5, 1e-8) ran in
-    0.79 s with the reduction and 0.61 s without (`benchmarks/RESULTS.md`, sweep section).
+    batched reduction over a short axis to YNNPACK, which is slow for short axes, and in a
+    plain `jax.jit(jax.vmap(simulate))` this norm was the only such reduction in the
+    integration loop (the cost is measured in `benchmarks/RESULTS.md`, sweep section).
 
     Example:
         >>> import jax.numpy as jnp

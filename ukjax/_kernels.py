@@ -8,17 +8,17 @@ implementations:
 
 - :class:`LapackKernels`: `jnp.linalg.cholesky`, `jax.scipy.linalg.solve_triangular` and `@`.
   Under `vmap` on CPU each batched factorisation is one LAPACK call per matrix, which is
-  the faster choice from n of about 10-12 upwards.
+  the faster choice for larger n.
 - :class:`UnrolledKernels`: the same algorithms written as straight-line scalar code (the textbook
   column Cholesky, forward and back substitution, products as chains of multiplies and adds,
   with no `reduce` op: jaxlib 0.10's CPU compiler sends batched reductions over a short
-  axis to YNNPACK, about 6x slower for the whole regularised UK solve at batch 1024). Under
+  axis to YNNPACK, which is slow for short axes). Under
   `vmap` every scalar becomes a vector over the batch, so XLA fuses the whole solve into a
   few loops over the batch with no per-matrix calls. The program grows like $n^3$, so
   :class:`AutoKernels` uses it only for small n (`max_unrolled`, chosen by
-  `benchmarks/kernels.py` at batch 1024-16384 on the 2-core CPU: 5-8x faster than
-  LAPACK at n = 2, 2-5x at n = 3-6, 1.2-1.9x at n = 8, slower from n = 12, with compile
-  time growing to 3-4 s at n = 8).
+  `benchmarks/kernels.py`: faster than LAPACK up to n = 8 and slower from n = 12, with a
+  compile time that grows with n; the figures are in `benchmarks/RESULTS.md`, kernels
+  section).
 
 Both compute the same exact factorisations (no approximation); a non-SPD input gives NaN
 entries in either, which the callers detect.
@@ -40,10 +40,10 @@ UNROLL_MAX_N = 8
 
 STRUCTURED_MIN_N = None
 """Smallest number of coordinates for which :class:`AutoKernels` detects and uses sparsity
-(:mod:`ukjax._structure`); None: never by default. The structured solve is 2.5-13x faster
-per step on chains of n = 8-64 coordinates (`benchmarks/mujoco_compare.py`), but its
-straight-line code compiles for 12-57 s in a batched RK4 program, which made the test suite
-too slow to keep it on for every system; `AutoKernels(min_structured=6)` or
+(:mod:`ukjax._structure`); None: never by default. The structured solve is faster per
+step on chains of n = 8-64 coordinates, but its straight-line code compiles for a long time
+in a batched program (both in `benchmarks/RESULTS.md`, MuJoCo section), which made the test
+suite too slow to keep it on for every system; `AutoKernels(min_structured=6)` or
 :class:`StructuredKernels` turn it on."""
 
 

@@ -3,7 +3,7 @@ r"""Time integration of a constrained system with diffrax."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, cast
+from typing import Any
 
 import diffrax
 import equinox as eqx
@@ -15,8 +15,9 @@ from jaxtyping import ArrayLike, Float
 
 from ._adjoint import default_adjoint, replays
 from ._contact import AbstractContact, Impact, check_contact
-from ._dynamics import evaluate
 from ._errors import code_error_if
+from ._events import EventLog
+from ._field import Field
 from ._friction import (
     AbstractFriction,
     check_friction,
@@ -25,7 +26,7 @@ from ._friction import (
     friction_state,
     invalid_coefficients,
 )
-from ._hybrid import EventLog, HybridField, HybridIntegration
+from ._hybrid import HybridIntegration
 from ._impulse import Impulses
 from ._initial import AbstractInitialConditions, InitialCheck, check_initial_policy
 from ._integrators import default_controller, default_solver
@@ -33,10 +34,10 @@ from ._probe import probe_indexing
 from ._results import RESULTS, code_of, name_of, promote
 from ._stabilization import AbstractStabilization, check_stabilization
 from ._stage_loop import StageLoop, unrollable
-from ._system import System, check_state, floatify, overrides
-from ._uk import Failures, default_consistency_tol, report_failures
+from ._system import System, check_state, floatify
+from ._uk import default_consistency_tol
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
-from ._wrapped import guard, name_collapse, probe_failures
+from ._wrapped import guard, name_collapse
 from ._xla import is_concrete, jit
 
 
@@ -93,72 +94,6 @@ class Solution(eqx.Module):
         return np.array(names, dtype=object).reshape(codes.shape)
 
 
-class _VectorField(eqx.Module):
-    r"""$(q, \dot q) \mapsto (\dot q, \ddot q)$ with the UK acceleration.
-
-    Where the run's checks happen (`check`): at every accepted step, by the run's failure
-    event, which stops the run at the first state that fails them and names the check
-    (`throw=True` then raises that code after the solve, with its numbers printed);
-    `per_stage`: inside the field at every stage instead, raising from inside the solve
-    (a single trajectory with `throw=True`, and adjoints that refuse events, diffrax's
-    `BacksolveAdjoint`; see :func:`_place_checks`). The event costs one UK evaluation per
-    step and compilation; the stage checks cost three conditionals per stage, which under
-    a `vmap` of 1024 Duffing oscillators took 1.3-1.6x the run time of the event."""
-
-    system: System
-    stabilization: AbstractStabilization
-    uk_solver: AbstractUKSolver
-    check: bool = eqx.field(static=True)
-    consistency_tol: float | None = eqx.field(static=True)
-    throw: bool = eqx.field(static=True)
-    per_stage: bool = eqx.field(static=True, default=False)
-
-    def evaluate(self, t, y):
-        return evaluate(self.system, t, y[0], y[1], self.stabilization, self.uk_solver)
-
-    def failures(self, t, y) -> Failures:
-        """The UK checks at the state y (used by the event that stops a failed run)."""
-        return _failures_call(self, t, y)
-
-    def end_code(self, t, y, span, fired, stalled) -> tuple[RESULTS, Failures]:
-        """The code of a run that ended at (t, y), and the checks that name it: those
-        there when the failure event `fired`; when the run `stalled` (ended with a
-        failure that no event explains), the first failing ones just ahead (`successful`
-        if none; see :func:`ukjax._wrapped.probe_failures`). In a branch taken only when
-        some trajectory failed."""
-        qdd_at = lambda t, y: _field_call(self, t, y)[1]
-        here, ahead = probe_failures(self.failures, qdd_at, t, y, span, fired | stalled)
-        named = jax.tree_util.tree_map(lambda a, b: jnp.where(fired, a, b), here, ahead)
-        code = RESULTS.where(fired | stalled, named.code(), RESULTS.successful)
-        return code, named
-
-    def report(self, failures: Failures, where, through: RESULTS) -> RESULTS:
-        """Print the numbers of the `failures` (those that named a `throw=True` run's
-        failure) where `where` holds; returns `through` after them."""
-        servo = overrides(self.system, "infeasibility")
-        printed = report_failures(failures, servo=servo, where=where, through=through)
-        return cast(RESULTS, printed)
-
-    def __call__(self, t, y, args):
-        return _field_call(self, t, y)
-
-
-@eqx.filter_jit
-def _failures_call(field: _VectorField, t, y) -> Failures:
-    """The checks at one state, traced once per solve like :func:`_field_call`: the
-    failure event is traced at the start and (twice) in diffrax's step, and the result
-    and the stall probe evaluate them again; a nested jit reuses the first trace."""
-    return field.evaluate(t, y).failures(field.consistency_tol)
-
-
-@eqx.filter_jit
-def _field_call(field: _VectorField, t, y):
-    """The vector field, traced once per solve: an explicit Runge-Kutta step calls it at
-    every stage (13 for Dopri8), and a nested jit reuses the first trace for the others."""
-    ev = field.evaluate(t, y)
-    return y[1], ev.field_qdd(field.check and field.per_stage, field.throw, field.consistency_tol)
-
-
 def _explicit(solver) -> bool:
     inner = getattr(solver, "solver", solver)
     return not isinstance(inner, diffrax.AbstractImplicitSolver)
@@ -167,7 +102,7 @@ def _explicit(solver) -> bool:
 class _Integration(eqx.Module):
     """Everything `diffeqsolve` needs besides the initial state and the save times."""
 
-    field: _VectorField
+    field: Field
     initial: AbstractInitialConditions
     solver: diffrax.AbstractSolver
     stepsize_controller: diffrax.AbstractStepSizeController
@@ -243,10 +178,10 @@ class _Integration(eqx.Module):
         and dense output. Differentiating diffrax's own stage loop (a checkpointed while
         loop) evaluates every stage's vector field again in the backward pass, one step
         at a time, before transposing it; the StageLoop's `fori_loop` keeps the stages'
-        residuals from the batched replay instead. value_and_grad / forward, the chains
-        of `benchmarks/gradients.py` (interleaved in one process, best of 25-30):
-        5 links 3.29x -> 2.75x, 4 links 3.79x -> 3.65x, 3 links 3.82x -> 3.51x (written
-        out, :class:`ukjax.Unrolled`: 3.03x at 5 links, and twice the compile time)."""
+        residuals from the batched replay instead, which lowered the cost of a gradient
+        relative to the forward run on every chain of `benchmarks/gradients.py`
+        (`benchmarks/RESULTS.md`, gradients section; :class:`ukjax.Unrolled` gained less
+        and compiled twice as long)."""
         return self._wrap(StageLoop(self.solver) if unrollable(self.solver) else self.solver)
 
     def _save_fn(self):
@@ -534,13 +469,13 @@ def simulate(
         initial, q0, qd0 = initial.apply_eagerly(system, t0, q0, qd0)
     uk_solver = check_uk_solver(uk_solver)
     controller = _controller(stepsize_controller, rtol, atol, dt0, q0.dtype)
-    field = _VectorField(
+    field = Field(
         system,
         floatify(check_stabilization(stabilization)),
         uk_solver,
-        check,
-        _consistency_tol(consistency_tol, controller, uk_solver, q0.dtype),
-        throw,
+        check=check,
+        consistency_tol=_consistency_tol(consistency_tol, controller, uk_solver, q0.dtype),
+        throw=throw,
     )
     settings: dict[str, Any] = dict(
         initial=initial,
@@ -569,7 +504,7 @@ def simulate(
     return _integrate(integration, q0, qd0, ts)
 
 
-def _place_checks(field: _VectorField, adjoint) -> _VectorField:
+def _place_checks(field: Field, adjoint) -> Field:
     """Where a smooth run's checks go, decided by its arguments alone (one program however
     the run is transformed; the solver runs as given, and a wide `jax.vmap` runs faster
     with the batch forms :func:`ukjax.sweep` passes itself, `ukjax.StageLoop` and
@@ -611,7 +546,7 @@ def _friction_law(system: System, friction, has_contacts: bool, t0, q0) -> Abstr
 
 
 def _hybrid_integration(
-    field: _VectorField, q0, ts, contact, impulses, max_events, friction, settings
+    field: Field, q0, ts, contact, impulses, max_events, friction, settings
 ) -> HybridIntegration | None:
     """The hybrid integration, or None when the run has neither contacts nor impulses."""
     system = field.system
@@ -639,16 +574,9 @@ def _hybrid_integration(
                 f"impulses.values must have shape (K, {q0.shape[0]}); got {impulses.values.shape}."
             )
     law = floatify(check_contact(Impact() if contact is None else contact))
-    hybrid_field = HybridField(
-        system,
-        law,
-        field.stabilization,
-        field.uk_solver,
-        field.check,
-        field.consistency_tol,
-        field.throw,
-        friction_law,
-    )
+    # the checks of a run with contacts: at every stage with throw=True, else on each
+    # segment's end state (HybridIntegration._segment_result)
+    hybrid_field = dataclasses.replace(field, per_stage=True, contact=law, friction=friction_law)
     return HybridIntegration(
         field=hybrid_field,
         impulses=impulses,
@@ -660,7 +588,7 @@ def _hybrid_integration(
 
 def _refuse_penetration(hybrid: HybridIntegration, t0, q0) -> None:
     """A plain ValueError (throw=True, concrete inputs) for a rigid contact violated at t0."""
-    law, system = hybrid.field.contact, hybrid.field.system
+    law, system = hybrid.law, hybrid.field.system
     if not hybrid.num_contacts:
         return
     g = jnp.asarray(system.unilateral(t0, q0), q0.dtype)
@@ -697,7 +625,7 @@ def _integrate_hybrid(integration: HybridIntegration, q0, qd0, ts) -> Solution:
         q = result.error_if(q, result != RESULTS.successful)
     stats = {"num_steps": c.steps, "num_events": c.log.count}
     field = integration.field
-    sliding = c.saved_mode.sliding if field.friction_events else None
+    sliding = None if field.friction is None else field.friction.recorded(c.saved_mode.sliding)
     return Solution(
         ts=ts,
         q=q,

@@ -18,14 +18,11 @@ $(y_0, y_1, k)$ with the saves formed once per step (:class:`ukjax._dense.Polyno
 where the weights are known), and $f(t_1, y_1)$ carried to the next step by a
 first-same-as-last method.
 
-When it pays (measured on the project's 2-core CPU box, JAX 0.10.2, float64,
-`jax.jit(jax.vmap(simulate))`, best of 3 interleaved calls; run seconds of diffrax's
-loop / :class:`ukjax.Unrolled` / this loop): `Dopri8` at rtol = atol = 1e-12, a batch of
-1024 double-rod pendulums 0.470 / 0.343 / 0.217, 1024 Duffing oscillators 0.417 / 0.442 /
-0.351; 4096 of them 1.86 / 1.13 / 1.06 and 1.74 / 1.38 / 1.45. It compiles as fast as
-diffrax's loop (one copy of the vector field): the written-out speed without the +2.4-3 s
-of compilation of 14 copies. For methods of at most 7 stages writing the stages out is as
-fast or faster (Dopri5 at 1e-8, Duffing, batch 1024: 0.183 written out, 0.265 looped), so
+When it pays (`benchmarks/RESULTS.md`, sweep section, where the runs of diffrax's loop,
+:class:`ukjax.Unrolled` and this loop are compared): under `jax.vmap` a many-stage method
+such as `Dopri8` runs faster in this loop than in diffrax's, and compiles as fast (one copy
+of the vector field, where :class:`ukjax.Unrolled` compiles 14). For methods of at most 7
+stages writing the stages out is as fast or faster, so
 :func:`ukjax._unrolled.batched_solver` runs those as :class:`ukjax.Unrolled` and longer
 methods as this.
 

@@ -240,8 +240,8 @@ def structured_solve(
 
     Everything is straight-line scalar code over structural non-zeros
     (:mod:`ukjax._sparse`). A version with gathers over index arrays for the products
-    compiled 2-5x faster at n = 64 but ran 1.6-2.6x slower inside `simulate` under `vmap`
-    (chain N = 4 ... 32, RK4, 2-core CPU), so the scalar form is kept."""
+    compiled faster but ran slower inside `simulate` under `vmap` (chains of N = 4 ... 32,
+    RK4; `benchmarks/RESULTS.md`, MuJoCo section), so the scalar form is kept."""
     n, m = structure.n, structure.m
     dtype = Q.dtype
     zero = jnp.zeros((), dtype)

@@ -15,14 +15,16 @@ $$\ddot q = a_C + L^{-T} B^+ (b - A a_C),\qquad a_C = M^{-1}(Q + C),$$
 
 which is the same formula (expand it to see the two $M$-orthogonal corrections of
 eq 9). No matrix square root or eigendecomposition of $M$ is formed, so gradients stay
-finite when masses repeat. $B^+e$ is evaluated by a Cholesky factorisation of the small
-Gram matrix $BB^T$ when $A$ has full row rank (the fast path) and by a rank-revealing SVD
-with a custom derivative otherwise (redundant or dependent constraints), chosen at run
-time (:class:`ukjax.CholeskyWithFallback`; the choice is a strategy object, see
-:mod:`ukjax._uk_solvers`). For small systems (n <= 8) the Cholesky factorisations and
-triangular solves are unrolled scalar code that XLA fuses across a `vmap` batch
-(:mod:`ukjax._kernels`); larger systems use LAPACK. Which is faster where was measured by
-`benchmarks/kernels.py`.
+finite when masses repeat. How $B^+e$ is evaluated is a strategy object
+(:mod:`ukjax._uk_solvers`): by default :class:`ukjax.Regularized`, one Cholesky
+factorisation of the row-scaled Gram matrix $BB^T + \tau^2I$ with iterative refinement,
+whatever the rank of $A$ (exact on redundant constraints, continuous through singular
+configurations, with its own derivative rule, :mod:`ukjax._uk_regularized`);
+:class:`ukjax.CholeskyWithFallback` (Cholesky at full row rank, a rank-revealing SVD
+otherwise), :class:`ukjax.SVD` and :class:`ukjax.Cholesky` on request. For small systems
+(n <= 8) the Cholesky factorisations and triangular solves are unrolled scalar code that XLA
+fuses across a `vmap` batch (:mod:`ukjax._kernels`); larger systems use LAPACK. Which is
+faster where was measured by `benchmarks/kernels.py`.
 
 **References.** F. E. Udwadia, R. E. Kalaba, *A new perspective on constrained motion*,
 Proc. R. Soc. Lond. A 439 (1992) 407-410; F. E. Udwadia, *On constrained motion*, Appl.

@@ -28,10 +28,8 @@ of $H$ that the forward pass made. Every $M^{-1}$ in the tangent is one solve wi
 (two columns: $da$ and $d\ddot q$). No factorisation is differentiated: reverse mode
 transposes this linear rule, which costs about one forward solve, where plain autodiff
 transposes both Cholesky factorisations and every triangular solve of the refinement
-(measured on the 5-link chain of `benchmarks/gradients.py`, the UK solve's forward and
-reverse pass together in a loop: 17.2 us with autodiff's transpose, 12.1 us with this rule,
-against 6.2 us for the forward solve; on the 4-link chain, with the unrolled kernels,
-12.2 against 6.7 us). Values are those of the plain solve
+(measured on the chains of `benchmarks/gradients.py`: `benchmarks/RESULTS.md`, gradients
+section). Values are those of the plain solve
 (same operations); derivatives equal those of an independent closed form to round-off
 (`tests/test_uk_vjp.py`, also at redundant rows and to second order).
 

@@ -17,13 +17,12 @@ with its coefficients formed once per step (:class:`ukjax._dense.PolynomialDense
 first-same-as-last method carries $f(t_1, y_1)$ to the next step and evaluates the first
 stage only on the first step and after a jump, as diffrax does.
 
-When it pays (measured on the 2-core CPU box, `benchmarks/RESULTS.md`, sweep section):
-under `jax.vmap`. A batch of 1024 double-rod or Duffing trajectories ran 1.4-1.9x faster
-than with diffrax's loop, 4096 of them 1.5-1.8x. The price is compilation: the program
-holds one copy of the vector field per stage (`Dopri5`: 7, `Dopri8`: 14), +0.0-0.7 s for
-`Dopri5` and +2.4-5.6 s for `Dopri8`. A single trajectory loses (up to 2.7x slower, XLA
-compilation up to 8x longer): a single trajectory of :func:`ukjax.simulate` keeps
-diffrax's loop unless given an :class:`Unrolled` solver. :func:`ukjax.sweep` writes
+When it pays (`benchmarks/RESULTS.md`, sweep section): under `jax.vmap`, where batches of
+double-rod and Duffing trajectories ran faster than with diffrax's loop. The price is
+compilation: the program holds one copy of the vector field per stage (`Dopri5`: 7,
+`Dopri8`: 14). A single trajectory loses (slower, and much longer to compile): a single
+trajectory of :func:`ukjax.simulate` keeps diffrax's loop unless given an
+:class:`Unrolled` solver. :func:`ukjax.sweep` writes
 out the stages of methods with at most
 :data:`SWEEP_STAGES` stages, and run longer ones (`Dopri8`, the default) in
 :class:`ukjax.StageLoop`, as fast as written out at the compilation cost of diffrax's
@@ -93,9 +92,9 @@ class Unrolled(ExplicitStages):
 
     Use it for batched runs of methods of few stages (:func:`ukjax.sweep` applies it
     itself to methods of at most 7 stages; pass it to a wide `jax.vmap` of `simulate`
-    yourself): a batch of
-    1024 ran 1.4-1.9x faster than with diffrax's stage loop on the 2-core box, at the cost
-    of one copy of the vector field per stage in the compiled program. Methods of more
+    yourself): under `vmap` it runs faster than diffrax's stage loop
+    (`benchmarks/RESULTS.md`, sweep section), at the cost of one copy of the vector field
+    per stage in the compiled program. Methods of more
     stages run as fast, and compile faster, in :class:`ukjax.StageLoop`. A single
     trajectory is better off with `solver` itself. Raises ValueError for a solver it
     cannot write out (implicit, IMEX, SDE or wrapped solvers, Euler).

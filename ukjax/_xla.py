@@ -3,10 +3,10 @@ r"""The XLA compiler options of ukjax's own compiled programs, and the `jit` tha
 jaxlib 0.10's CPU compiler hands batched reductions and small matrix products over a short
 axis (an RMS error norm over the state, a Runge-Kutta stage combination, a residual norm:
 length n for each of B trajectories) to YNNPACK once the batch reaches a few hundred, and
-there each costs about 100 ns per trajectory instead of a few (jax-ml/jax#37465). Under
-`vmap` a whole integration is made of such operations: on the 2-core CPU a batch of 4096
-double-rod pendulums (Dopri8, rtol = atol = 1e-12) took 4.9 s with them and 3.9 s with
-the library fusions off. :func:`compiler_options` turns them off for the batched programs
+there each costs far more per trajectory than the few multiply-adds it stands for
+(jax-ml/jax#37465). Under `vmap` a whole integration is made of such operations, and a
+batched run is faster with the library fusions off (`benchmarks/RESULTS.md`, sweep
+section). :func:`compiler_options` turns them off for the batched programs
 ukjax compiles itself (`sweep`'s chunks, the command line's batch); pass it to your own
 `jax.jit` around `jax.vmap(simulate)` to get the same::
 
@@ -14,25 +14,20 @@ ukjax compiles itself (`sweep`'s chunks, the command line's batch); pass it to y
 
 The error norm of `simulate`'s default step-size controller is written as multiply-adds
 (:func:`ukjax._integrators.error_norm`), so a plain ``jax.jit(jax.vmap(simulate))`` has no
-such reduction in its integration loop even without these options (double rod, 4096,
-Dopri5 at 1e-8: 0.53 s either way; 0.71-0.79 s before).
+such reduction in its integration loop even without these options.
 
 They are not used for `simulate`'s own program, a single trajectory: there no reduction is
-large enough to be handed to YNNPACK, and without the library fusions XLA took 10-25 %
-longer to compile a reverse-mode program (double rod, Tsit5: 9.1-11.0 s vs 8.1-9.0 s in
-two runs each).
+large enough to be handed to YNNPACK, and without the library fusions XLA took longer to
+compile a reverse-mode program.
 
 That program is compiled with XLA:CPU's older loop-fusion emitters instead
 (`compiler_options(batched=False)`: `{"xla_cpu_use_fusion_emitters": False}`), because its
-compilation is what a user waits for at the first call. Measured on the 2-core CPU
-(jaxlib 0.10.2, float64) on the 15 seed systems' single-trajectory programs (Dopri8 at
-1e-12 with the per-step projection and the checks, 5 s of motion): XLA compiled them in
-0.38-1.80 s instead of 0.57-2.83 s (35-40 % less), and the compiled runs took the same
-time within the machine's noise (0.87-1.09x); the hybrid programs of a bouncing ball and
-a friction block compiled in 1.1 and 3.2 s instead of 2.1 and 4.4 s. Batched programs keep
-the default emitters: there the older ones saved less (1.69 -> 1.51 s, double rod, batch
-1024) and ran 4-12 % slower, and a `fit` step (gradient of a small vmap, L-BFGS) compiled
-in 11.4-11.8 s instead of 9.3-9.6 s, so `fit` keeps them too.
+compilation is what a user waits for at the first call: on the seed systems'
+single-trajectory programs and the hybrid ones XLA compiled them in clearly less time and
+the compiled runs took the same time within the machine's noise. Batched programs keep the
+default emitters: there the older ones saved less compile time and ran slower, and a `fit`
+step compiled longer with them, so `fit` keeps them too. The figures are in
+`benchmarks/RESULTS.md` (compile-time section).
 
 Nothing is changed when the backend is not the CPU, when this jaxlib does not know an
 option, or when `XLA_FLAGS` already sets it (your setting wins).

@@ -1,0 +1,122 @@
+r"""The event record of a hybrid run: what happened, when, and at which contact."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Protocol
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+
+class EventKind(enum.IntEnum):
+    """The kinds of event a hybrid run records (:attr:`EventLog.kind` holds these values).
+
+    - `NONE`: an unused entry of the log.
+    - `IMPACT`: a velocity jump at a contact (:class:`ukjax.Impact`).
+    - `ENGAGE`, `RELEASE`: a contact's mode changes without a jump.
+    - `IMPULSE`: a prescribed impulse (:class:`ukjax.Impulses`).
+    - `STICK`, `SLIP`: a frictional contact sticks, or starts to slide or reverses
+      (:class:`ukjax.Coulomb`).
+
+    Example:
+        >>> import ukjax
+        >>> int(ukjax.EventKind.IMPACT), ukjax.EVENT_KINDS[ukjax.EventKind.IMPACT]
+        (1, 'impact')
+    """
+
+    NONE = 0
+    IMPACT = 1
+    ENGAGE = 2
+    RELEASE = 3
+    IMPULSE = 4
+    STICK = 5
+    SLIP = 6
+
+
+EVENT_KINDS = tuple(kind.name.lower() for kind in EventKind)
+"""Names of the event kinds recorded in :class:`EventLog` (`kind` indexes this tuple)."""
+
+
+class EventLog(eqx.Module):
+    r"""The events of a hybrid run, in time order, in fixed-size arrays.
+
+    - `count`: number of events recorded (entries from `count` on are unused: time NaN,
+      kind `NONE`).
+    - `time`: (E,) event times.
+    - `kind`: (E,) a :class:`ukjax.EventKind` value (an index into
+      :data:`ukjax.EVENT_KINDS`): `IMPACT` (velocity jump at a contact), `ENGAGE` /
+      `RELEASE` (a contact's mode changes without a jump), `IMPULSE` (a prescribed
+      impulse), `STICK` / `SLIP` (a frictional contact sticks, or starts to slide or
+      reverses; :class:`ukjax.Coulomb`).
+    - `contact`: (E,) the contact that triggered it (-1 for a prescribed impulse).
+    - `speed_before`, `speed_after`: (E,) $\dot g$ of that contact just before and after
+      (for `STICK` / `SLIP`: its tangential velocity $T_i\dot q$).
+
+    E is `max_events` of :func:`ukjax.simulate`; under `vmap` every field gains a batch axis.
+    """
+
+    time: jax.Array
+    kind: jax.Array
+    contact: jax.Array
+    speed_before: jax.Array
+    speed_after: jax.Array
+    count: jax.Array
+
+    @classmethod
+    def empty(cls, size: int, dtype) -> EventLog:
+        nan = jnp.full((size,), jnp.nan, dtype)
+        ints = jnp.zeros((size,), jnp.int32)
+        kinds = jnp.full((size,), EventKind.NONE, jnp.int32)
+        return cls(nan, kinds, ints - 1, nan, nan, jnp.zeros((), jnp.int32))
+
+    def record(self, time, kind, contact, before, after) -> EventLog:
+        """The log with one more entry (dropped when the log is full)."""
+        i = self.count
+        put = lambda arr, v: arr.at[i].set(jnp.asarray(v, arr.dtype), mode="drop")
+        return EventLog(
+            put(self.time, time),
+            put(self.kind, kind),
+            put(self.contact, contact),
+            put(self.speed_before, before),
+            put(self.speed_after, after),
+            jnp.minimum(i + 1, self.time.shape[0]),
+        )
+
+
+class EventMotion(Protocol):
+    """The run at an event as a contact or friction law sees it when it switches modes
+    (:meth:`ukjax.AbstractContact.switch`, :meth:`ukjax.AbstractFriction.switch`): the
+    velocity `qd` just before the event, and the projections and forces at the event's
+    configuration that a law may ask for. The hybrid driver provides it."""
+
+    @property
+    def qd(self) -> jax.Array:
+        """The velocity just before the event."""
+        ...
+
+    def jump(self, rows_on: jax.Array, gd_target: jax.Array, stuck: jax.Array) -> jax.Array:
+        r"""The UK impulsive projection of `qd`: every bilateral velocity constraint kept,
+        the contacts in `rows_on` given the normal speeds `gd_target`
+        ($\nabla g_i\dot q^+ = \dot g_i^+$), and the `stuck` frictional contacts held at
+        zero tangential velocity."""
+        ...
+
+    def release_pulling(self, qd: jax.Array, engaged: jax.Array, sliding: jax.Array) -> jax.Array:
+        """`engaged` less the contacts whose force would pull at velocity `qd`."""
+        ...
+
+    def forces(self, qd: jax.Array, engaged: jax.Array, sliding: jax.Array) -> tuple:
+        """(friction state, normal forces, tangential forces) at velocity `qd` in the
+        mode (`engaged`, `sliding`)."""
+        ...
+
+    def hold(self, qd: jax.Array, engaged: jax.Array, stuck: jax.Array) -> jax.Array:
+        """`qd` with the `stuck` contacts' tangential velocity set to zero, the engaged
+        contacts' normal velocity and every bilateral constraint kept."""
+        ...
+
+    def friction_state(self, qd: jax.Array) -> Any:
+        """The contacts' tangential quantities at velocity `qd`."""
+        ...

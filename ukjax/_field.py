@@ -1,0 +1,331 @@
+r"""The one vector field of every run: the UK acceleration of a system at a state, in a mode.
+
+A :class:`Field` maps $(t, (q, \dot q))$ to $(\dot q, \ddot q)$ through one UK solve
+(:func:`ukjax._dynamics.evaluate`, with the run's `uk_solver` and kernels). In a smooth run
+that is all; in a run with contacts the :class:`Mode` (which contacts are engaged, which
+frictional ones slide) adds the engaged contacts' rows
+$\nabla g_i\,\ddot q = \ddot g_i^\star - (\ddot g_i)_{\ddot q = 0}$ of the contact law
+(:mod:`ukjax._contact`) and the friction law's forces (:mod:`ukjax._friction`). The smooth
+driver (:mod:`ukjax._simulate`), the event-driven one (:mod:`ukjax._hybrid`),
+:func:`ukjax.contact_forces` and :func:`ukjax.friction_forces` all evaluate it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import cast
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from ._constraints import rows
+from ._contact import AbstractContact, Impact
+from ._dynamics import (
+    Evaluation,
+    UKInputs,
+    evaluate,
+    mass_and_force,
+    nonideal_force,
+    system_infeasibility,
+)
+from ._friction import (
+    AbstractFriction,
+    FrictionState,
+    declares_friction,
+    default_friction,
+    friction_state,
+    multipliers,
+)
+from ._residuals import as_rows, second_along_motion
+from ._results import RESULTS
+from ._stabilization import AbstractStabilization, NoStabilization
+from ._system import System, as_time, check_state, floatify, overrides
+from ._uk import Failures, report_failures, uk_terms
+from ._uk_solvers import AbstractUKSolver, check_uk_solver
+from ._wrapped import probe_failures
+
+
+class ContactState(eqx.Module):
+    """The contact quantities at one state: values, rates, Jacobian, and the part of the
+    second derivative that does not depend on the acceleration."""
+
+    g: jax.Array
+    gd: jax.Array
+    G: jax.Array
+    gdd0: jax.Array
+
+
+def contact_state(system: System, t, q, qd) -> ContactState:
+    if system.unilateral(t, q) is None:  # impulses only
+        empty = jnp.zeros((0,), q.dtype)
+        return ContactState(empty, empty, jnp.zeros((0, q.shape[0]), q.dtype), empty)
+    f = lambda t_, q_: as_rows(system.unilateral(t_, q_), "unilateral", system, q.dtype)
+    g, gd, gdd0 = second_along_motion(f, t, q, qd)
+    G = jax.jacfwd(lambda x: f(t, x))(q)
+    return ContactState(g, gd, G, gdd0)
+
+
+class Mode(eqx.Module):
+    """The discrete state of a run with contacts: which contacts are `engaged` (k,) and, for
+    frictional contacts, the `sliding` direction (k,) int32: 0 stuck (or no friction),
+    +1 / -1 sliding along / against the tangent row."""
+
+    engaged: jax.Array
+    sliding: jax.Array
+
+
+class FieldEvaluation(eqx.Module):
+    """One evaluation of a :class:`Field`: the UK evaluation `ev` and, in a run with
+    contacts, the contact quantities `cs`, the number `m` of bilateral rows, and with
+    friction the tangential state `fs` and the contacts' `normal` and `tangential`
+    forces."""
+
+    ev: Evaluation
+    cs: ContactState | None = None
+    m: int = eqx.field(static=True, default=0)
+    fs: FrictionState | None = None
+    normal: jax.Array | None = None
+    tangential: jax.Array | None = None
+
+
+class Field(eqx.Module):
+    r"""$(q, \dot q) \mapsto (\dot q, \ddot q)$ with the UK acceleration (module docstring).
+
+    `contact` is None in a smooth run (no unilateral constraints, no impulses); the
+    diffrax `args` of a run with contacts is its :class:`Mode`.
+
+    Where the run's checks happen (`check`): with `per_stage`, inside the field at every
+    stage, raising from inside the solve (`throw=True`, and adjoints that refuse events,
+    diffrax's `BacksolveAdjoint`; see :func:`ukjax._simulate._place_checks`); otherwise
+    the smooth run's failure event checks every accepted step and stops the run at the
+    first state that fails (`throw=True` then raises that code after the solve, with its
+    numbers printed), and an event-driven run checks each segment's end state. The event
+    costs one UK evaluation per step and compilation; the stage checks cost three
+    conditionals per stage, which under a wide `vmap` cost more than the event
+    (`benchmarks/RESULTS.md`)."""
+
+    system: System
+    stabilization: AbstractStabilization
+    uk_solver: AbstractUKSolver
+    check: bool = eqx.field(static=True)
+    consistency_tol: float | None = eqx.field(static=True)
+    throw: bool = eqx.field(static=True)
+    per_stage: bool = eqx.field(static=True, default=False)
+    contact: AbstractContact | None = None
+    friction: AbstractFriction | None = None
+
+    def evaluate(self, t, y, mode: Mode | None = None) -> FieldEvaluation:
+        """The UK equation at (t, y): the system's own rows only in a smooth run, with the
+        engaged contacts' rows and their friction in `mode` otherwise."""
+        system, (q, qd) = self.system, y
+        if self.contact is None:
+            return FieldEvaluation(evaluate(system, t, q, qd, self.stabilization, self.uk_solver))
+        assert mode is not None, "a run with contacts evaluates its field in a mode"
+        M, Q = mass_and_force(system, t, q, qd)
+        A, b = rows(system, t, q, qd, self.stabilization)
+        cs = contact_state(system, t, q, qd)
+        target = self.contact.target_acceleration(cs.g, cs.gd)
+        A_c = jnp.where(mode.engaged[:, None], cs.G, 0.0)
+        b_c = jnp.where(mode.engaged, target - cs.gdd0, 0.0)
+        m_bilateral = A.shape[0]
+        A, b = jnp.concatenate([A, A_c]), jnp.concatenate([b, b_c])
+        C = nonideal_force(system, t, q, qd)
+        infeasibility = system_infeasibility(system, t, q, qd)
+        if self.friction is None:
+            semi = system.semidefinite_mass()
+            terms = uk_terms(M, Q, A, b, C, uk_solver=self.uk_solver, semidefinite=semi)
+            ev = Evaluation(UKInputs(t, q, qd, M, Q, A, b, C), terms, infeasibility)
+            return FieldEvaluation(ev, cs, m_bilateral)
+        fs = friction_state(system, t, q, qd, cs.g.shape[0])
+        fr = self.friction.solve(M, Q, A, b, C, fs, mode.engaged, mode.sliding, self.uk_solver)
+        ev = Evaluation(UKInputs(t, q, qd, M, Q, fr.A, fr.b, fr.C), fr.terms, infeasibility)
+        return FieldEvaluation(ev, cs, m_bilateral, fs, fr.normal, fr.tangential)
+
+    def forces(self, fe: FieldEvaluation) -> jax.Array:
+        r"""Contact (normal) multipliers (> 0 pushing): least-squares $A^T\lambda = Q_c$."""
+        if fe.normal is not None:
+            return fe.normal
+        assert fe.cs is not None
+        k, inputs = fe.cs.g.shape[0], fe.ev.inputs
+        return multipliers(inputs.A, fe.ev.terms, inputs.C)[fe.m : fe.m + k]
+
+    @eqx.filter_jit  # traced once, reused by every call of the event's root find
+    def event_values(self, t, y, mode: Mode) -> jax.Array:
+        """Per contact the contact law's event value, then the friction law's (if any)."""
+        fe = self.evaluate(t, y, mode)
+        assert self.contact is not None and fe.cs is not None
+        force = self.forces(fe) if self.contact.uses_force or fe.normal is not None else None
+        values = self.contact.event_value(mode.engaged, fe.cs.g, fe.cs.gd, force)
+        if self.friction is None:
+            return values
+        assert fe.fs is not None
+        friction = self.friction.event_value(
+            mode.engaged, mode.sliding, fe.fs, fe.normal, fe.tangential
+        )
+        return jnp.concatenate([values, friction])
+
+    def failures(self, t, y, mode: Mode | None = None) -> Failures:
+        """The UK checks at the state y (in `mode`)."""
+        return _failures_call(self, t, y, mode)
+
+    def end_code(self, t, y, span, fired, stalled) -> tuple[RESULTS, Failures]:
+        """The code of a smooth run that ended at (t, y), and the checks that name it: those
+        there when the failure event `fired`; when the run `stalled` (ended with a
+        failure that no event explains), the first failing ones just ahead (`successful`
+        if none; see :func:`ukjax._wrapped.probe_failures`). In a branch taken only when
+        some trajectory failed."""
+        qdd_at = lambda t, y: _field_call(self, t, y, None)[1]
+        here, ahead = probe_failures(self.failures, qdd_at, t, y, span, fired | stalled)
+        named = jax.tree_util.tree_map(lambda a, b: jnp.where(fired, a, b), here, ahead)
+        code = RESULTS.where(fired | stalled, named.code(), RESULTS.successful)
+        return code, named
+
+    def report(self, failures: Failures, where, through: RESULTS) -> RESULTS:
+        """Print the numbers of the `failures` (those that named a `throw=True` run's
+        failure) where `where` holds; returns `through` after them."""
+        servo = overrides(self.system, "infeasibility")
+        printed = report_failures(failures, servo=servo, where=where, through=through)
+        return cast(RESULTS, printed)
+
+    def __call__(self, t, y, args):
+        return _field_call(self, t, y, None if self.contact is None else args)
+
+
+# Nested jits: an explicit Runge-Kutta step calls the field at every stage (13 for Dopri8),
+# the failure event and the probes call the checks again; each is traced once per solve.
+@eqx.filter_jit
+def _field_call(field: Field, t, y, mode: Mode | None):
+    ev = field.evaluate(t, y, mode).ev
+    return y[1], ev.field_qdd(field.check and field.per_stage, field.throw, field.consistency_tol)
+
+
+@eqx.filter_jit
+def _failures_call(field: Field, t, y, mode: Mode | None) -> Failures:
+    return field.evaluate(t, y, mode).ev.failures(field.consistency_tol)
+
+
+def _mode_field(system, contact, friction, uk_solver, t, q) -> Field:
+    return Field(
+        system,
+        NoStabilization(),
+        check_uk_solver(uk_solver),
+        check=False,
+        consistency_tol=None,
+        throw=False,
+        contact=Impact() if contact is None else contact,
+        friction=default_friction(friction, declares_friction(system, t, q)),
+    )
+
+
+def contact_forces(
+    system: System,
+    t,
+    q,
+    qd,
+    engaged,
+    sliding=None,
+    *,
+    contact: AbstractContact | None = None,
+    friction: AbstractFriction | None = None,
+    uk_solver: AbstractUKSolver | None = None,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    r"""The acceleration and contact forces of a system with contacts in a given mode.
+
+    The mode is `engaged` (k,) booleans and, for a frictional system, `sliding`; the laws
+    are keywords: the same arguments as :func:`ukjax.friction_forces`. (A law given as the
+    sixth argument, the former order, is still taken as `contact`, with a
+    DeprecationWarning.)
+
+    With the engaged contacts' rows in the UK equation (module :mod:`ukjax._contact`), and
+    for a system that declares `friction`, the friction of the engaged contacts in the
+    modes `sliding` ((k,) ints: 0 stuck, ±1 sliding; default all stuck) under `friction`
+    (default :class:`ukjax.Coulomb`; see :func:`ukjax.friction_forces`):
+
+    **Returns:** `(qdd, Q_contact, forces)`: the acceleration (n,), the generalized normal
+    contact force $\sum_i \lambda_i\nabla g_i$ (n,) and the contact multipliers $\lambda$
+    (one per contact, > 0 pushing, 0 for free contacts). Along a solution use the saved
+    modes: `jax.vmap(lambda t, q, qd, e: ukjax.contact_forces(system, t, q, qd, e,
+    contact=law))(sol.ts, sol.q, sol.qd, sol.engaged)`.
+
+    Example:
+        >>> import jax.numpy as jnp, ukjax
+        >>> from ukjax.systems import BouncingBall
+        >>> qdd, Qc, lam = ukjax.contact_forces(BouncingBall(mass=2.0, g=10.0), 0.0,
+        ...     jnp.zeros(1), jnp.zeros(1), jnp.array([True]), contact=ukjax.Impact())
+        >>> float(qdd[0]), float(lam[0])      # resting on the floor: the floor carries m g
+        (0.0, 20.0)
+    """
+    if isinstance(sliding, AbstractContact):  # the former order: (..., engaged, contact)
+        if contact is not None:
+            raise TypeError("contact_forces: two contact laws given (sixth argument and contact=).")
+        warnings.warn(
+            "contact_forces(system, t, q, qd, engaged, law): pass the law as contact=law; the "
+            "sixth argument is now `sliding`, as in friction_forces.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        sliding, contact = None, sliding
+    qdd, lam, _, cs = _forces_in_mode(
+        system, t, q, qd, engaged, contact, sliding, friction, uk_solver
+    )
+    return qdd, cs.G.T @ lam, lam
+
+
+def friction_forces(
+    system: System,
+    t,
+    q,
+    qd,
+    engaged,
+    sliding=None,
+    *,
+    contact: AbstractContact | None = None,
+    friction: AbstractFriction | None = None,
+    uk_solver: AbstractUKSolver | None = None,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    r"""The acceleration, normal and friction forces of a frictional system in a given mode.
+
+    `engaged` (k,) booleans and `sliding` (k,) ints (0 stuck, +1/-1 sliding along/against
+    the tangent row $T_i$ of `System.friction`; default all stuck) as saved in
+    `Solution.engaged` and `Solution.sliding`. Stuck contacts hold $T_i\ddot q =
+    -\dot T_i\dot q$ (their UK constraint force is the friction), sliding ones feel
+    $-\mu_kN_is_i$ with the normal forces $N$ solved together with it (module
+    :mod:`ukjax._friction`).
+
+    **Returns:** `(qdd, normal, tangential)`: the acceleration (n,), the normal forces
+    $N$ (k,) (> 0 pushing, 0 for free contacts) and the friction forces along each
+    $T_i$ (k,). A stuck contact is admissible while $|F_t| \le \mu_sN$.
+
+    Example:
+        >>> import jax.numpy as jnp, ukjax
+        >>> from ukjax.systems import FrictionBlock
+        >>> block = FrictionBlock(mass=2.0, g=10.0, incline=0.3, mu_static=0.5)
+        >>> qdd, N, Ft = ukjax.friction_forces(block, 0.0, jnp.zeros(2), jnp.zeros(2),
+        ...                                    jnp.array([True]))
+        >>> [round(float(x), 6) for x in (N[0], Ft[0], qdd[0])]  # m g cos, m g sin, at rest
+        [19.10673, 5.910404, 0.0]
+    """
+    qdd, normal, tangential, _ = _forces_in_mode(
+        system, t, q, qd, engaged, contact, sliding, friction, uk_solver
+    )
+    assert tangential is not None
+    return qdd, normal, tangential
+
+
+def _forces_in_mode(system, t, q, qd, engaged, contact, sliding, friction, uk_solver):
+    q, qd = check_state(q, qd, system)
+    t = as_time(t, q.dtype)
+    field = _mode_field(floatify(system), contact, friction, uk_solver, t, q)
+    engaged = jnp.asarray(engaged, bool)
+    if field.friction is None and sliding is not None:
+        raise ValueError(f"sliding= was given but {type(system).__name__} declares no friction.")
+    sliding = jnp.zeros(engaged.shape, jnp.int32) if sliding is None else sliding
+    return _evaluate_mode(field, t, q, qd, Mode(engaged, jnp.asarray(sliding, jnp.int32)))
+
+
+@eqx.filter_jit
+def _evaluate_mode(field: Field, t, q, qd, mode: Mode):
+    fe = field.evaluate(t, (q, qd), mode)
+    assert fe.cs is not None
+    return fe.ev.terms.qdd, field.forces(fe), fe.tangential, fe.cs
