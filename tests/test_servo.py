@@ -10,7 +10,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import ukjax
-from ukjax.systems import CartPendulum, TwoLinkArm
+from ukjax.systems import CartesianPendulum, CartPendulum, TwoLinkArm
 
 
 class Track(ukjax.Servo):
@@ -270,7 +270,7 @@ def test_servo_controlled_forwards_every_system_hook():
     t, q, qd = 0.0, jnp.array([0.1, 0.4]), jnp.array([0.2, -0.1])
     args = {0: (), 2: (t, q), 3: (t, q, qd)}
     for name in hooks:
-        if name in ("mass_and_force", "infeasibility"):
+        if name in ("mass_and_force", "infeasibility", "with_uk_solver"):
             continue
         nargs = getattr(ukjax.System, name).__code__.co_argcount - 1
         got = getattr(ctrl, name)(*args[nargs])
@@ -281,3 +281,28 @@ def test_servo_controlled_forwards_every_system_hook():
         for w, g in zip(jax.tree_util.tree_leaves(want), jax.tree_util.tree_leaves(got)):
             np.testing.assert_array_equal(np.asarray(w), np.asarray(g))
         assert (want is None) == (got is None)
+
+
+def test_the_realisation_uses_the_runs_uk_solver():
+    """The servo's own UK solves (q''0 and K, with the plant's passive constraint) use the
+    run's uk_solver: with uk_solver=ukjax.SVD() the program holds SVDs for them besides
+    the run's own and the one of S's pseudo-inverse; the controls agree."""
+
+    class Pushed(CartesianPendulum):  # a horizontal force on the bob
+        def actuators(self, t, q):
+            return jnp.array([[1.0], [0.0]])
+
+    class HoldX(ukjax.Servo):
+        def holonomic(self, t, q):
+            return q[:1] - 0.6
+
+    ctrl = ukjax.ServoControlled(Pushed(), HoldX())
+    q, qd = jnp.array([0.6, -0.8]), jnp.zeros(2)
+    acc = lambda solver: lambda q: ukjax.acceleration(ctrl, 0.0, q, qd, uk_solver=solver)
+    svds = lambda f: str(jax.make_jaxpr(f)(q)).count("svd[")  # (shared sub-programs once)
+    tau = lambda c: lambda q: c.realisation(0.0, q, qd).tau
+    assert ctrl.with_uk_solver(ukjax.SVD()).uk_solver == ukjax.SVD()
+    assert svds(tau(ctrl.with_uk_solver(ukjax.SVD()))) >= svds(tau(ctrl)) + 1
+    assert svds(acc(ukjax.SVD())) >= svds(acc(None)) + 2  # the run's and the realisation's
+    np.testing.assert_allclose(acc(ukjax.SVD())(q), acc(None)(q), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(acc(None)(q)[0], 0.0, atol=1e-12)  # x held: no acceleration

@@ -187,6 +187,7 @@ def evaluate(
     uk_solver: AbstractUKSolver = Regularized(),
 ) -> Evaluation:
     """The UK equation of `system` at one (validated) state."""
+    system = system.with_uk_solver(uk_solver)
     structure = _structure(system, q, uk_solver)
     if structure is not None:
         return _evaluate_structured(system, t, q, qd, stabilization, uk_solver, structure)

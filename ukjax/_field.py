@@ -118,7 +118,7 @@ class Field(eqx.Module):
     def evaluate(self, t, y, mode: Mode | None = None) -> FieldEvaluation:
         """The UK equation at (t, y): the system's own rows only in a smooth run, with the
         engaged contacts' rows and their friction in `mode` otherwise."""
-        system, (q, qd) = self.system, y
+        system, (q, qd) = self.system.with_uk_solver(self.uk_solver), y
         if self.contact is None:
             return FieldEvaluation(evaluate(system, t, q, qd, self.stabilization, self.uk_solver))
         assert mode is not None, "a run with contacts evaluates its field in a mode"

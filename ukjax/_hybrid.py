@@ -9,6 +9,25 @@ the next segment starts there. The loop is an `equinox.internal.while_loop` with
 (`max_events`): under `jax.vmap` every member keeps its own event times and modes, and it
 is differentiable in reverse mode (the event times carry their implicit-function
 derivative through the root find).
+
+The driver evaluates one :class:`ukjax._field.Field` in the segment's mode and never asks
+which laws it runs: at an event the contact law's
+:meth:`~ukjax.AbstractContact.switch` (or the friction law's
+:meth:`~ukjax.AbstractFriction.switch`) sets the new modes and the velocity, through the
+projections the driver offers them (:class:`ukjax._events.EventMotion`).
+
+Example (a ball dropped from 5 m, g = 10: it hits the floor at t = 1 s at 10 m/s and
+leaves at 5 m/s):
+    >>> import jax, jax.numpy as jnp, ukjax
+    >>> jax.config.update("jax_enable_x64", True)
+    >>> from ukjax.systems import BouncingBall
+    >>> sol = ukjax.simulate(BouncingBall(g=10.0), jnp.array([5.0]), jnp.zeros(1),
+    ...                      jnp.linspace(0.0, 1.5, 4), contact=ukjax.Impact(restitution=0.5))
+    >>> ev = sol.events
+    >>> ukjax.EVENT_KINDS[int(ev.kind[0])], round(float(ev.time[0]), 9)
+    ('impact', 1.0)
+    >>> round(float(ev.speed_before[0]), 9), round(float(ev.speed_after[0]), 9)
+    (-10.0, 5.0)
 """
 
 from __future__ import annotations

@@ -41,11 +41,11 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._constraints import rows
 from ._dynamics import mass_and_force, nonideal_force
-from ._linalg import default_rcond, pinv_solve, weighted_pinv_solve
+from ._linalg import default_rcond, pinv_solve
 from ._stabilization import Baumgarte
 from ._system import System, as_time, check_state, floatify, overrides
 from ._uk import relative_residual, uk_terms
-from ._uk_solvers import CholeskyWithFallback
+from ._uk_solvers import AbstractUKSolver, check_uk_solver
 
 
 class Servo(eqx.Module):
@@ -129,16 +129,22 @@ def _actuators(plant: System, t, q) -> jax.Array:
     return G
 
 
-def realise(plant: System, servo: Servo, null_control, t, q, qd) -> Realisation:
-    """The servo realisation at one (validated) state (module docstring)."""
+def realise(
+    plant: System, servo: Servo, null_control, uk_solver: AbstractUKSolver, t, q, qd
+) -> Realisation:
+    r"""The servo realisation at one (validated) state (module docstring). $\ddot q_0$ and
+    the columns of $K$ (the constrained response to each actuator's force, $b = 0$) are UK
+    solves of the plant with `uk_solver`, the run's."""
     M, Q = mass_and_force(plant, t, q, qd)
     A_p, b_p = rows(plant, t, q, qd)
     C = nonideal_force(plant, t, q, qd)
     G = _actuators(plant, t, q)
-    qdd0 = uk_terms(M, Q, A_p, b_p, C, uk_solver=CholeskyWithFallback()).qdd
-    L = jnp.linalg.cholesky(M)
-    X = jax.scipy.linalg.cho_solve((L, True), G)  # M^{-1} G
-    K = X if A_p.shape[0] == 0 else X - weighted_pinv_solve(L, A_p, A_p @ X)
+    semi = plant.semidefinite_mass()
+    solve = lambda force, b, C: (
+        uk_terms(M, force, A_p, b, C, uk_solver=uk_solver, semidefinite=semi).qdd
+    )
+    qdd0 = solve(Q, b_p, C)
+    K = jax.vmap(lambda g: solve(g, jnp.zeros_like(b_p), None), in_axes=1, out_axes=1)(G)
     A_s, b_s = rows(_ServoRows(servo), t, q, qd, servo.gains)
     if A_s.shape[0] == 0:
         raise ValueError(f"{type(servo).__name__} defines neither holonomic nor nonholonomic.")
@@ -170,6 +176,10 @@ class ServoControlled(System):
     - `null_control`: `None` (minimum-norm control) or a callable `(t, q, qd) -> y` (k,),
       e.g. an equinox module whose fields are tuned; it moves $\tau$ within the set of
       controls that realise the servo ($\tau = S^+z + (I - S^+S)y$).
+    - `uk_solver`: the UK solver of the realisation ($\ddot q_0$ and $K$). A run
+      (:func:`ukjax.simulate`, :func:`ukjax.acceleration`, ...) sets it to its own
+      `uk_solver` (:meth:`ukjax.System.with_uk_solver`); `None` (default, and for
+      :func:`ukjax.controls`): :class:`ukjax.Regularized`.
 
     Example:
         >>> import jax, jax.numpy as jnp, ukjax
@@ -189,6 +199,7 @@ class ServoControlled(System):
     plant: System
     servo: Servo
     null_control: Callable | None = None
+    uk_solver: AbstractUKSolver | None = None
 
     def __check_init__(self):
         if not isinstance(self.plant, System):
@@ -211,7 +222,15 @@ class ServoControlled(System):
             )
 
     def realisation(self, t, q, qd) -> Realisation:
-        return realise(self.plant, self.servo, self.null_control, t, q, qd)
+        solver = check_uk_solver(self.uk_solver)
+        return realise(self.plant, self.servo, self.null_control, solver, t, q, qd)
+
+    def with_uk_solver(self, uk_solver) -> ServoControlled:
+        """The servo realised with the run's `uk_solver` (the plant's too)."""
+        plant = self.plant.with_uk_solver(uk_solver)
+        return eqx.tree_at(
+            lambda s: (s.plant, s.uk_solver), self, (plant, uk_solver), is_leaf=lambda x: x is None
+        )
 
     def num_coordinates(self):
         return self.plant.num_coordinates()

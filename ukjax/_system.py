@@ -96,6 +96,13 @@ class System(eqx.Module):
         "Singular mass matrices")."""
         return False
 
+    def with_uk_solver(self, uk_solver) -> System:
+        """This system as evaluated by a UK solve with `uk_solver` (a
+        :class:`ukjax.AbstractUKSolver`): itself, unless its hooks solve a UK equation of
+        their own (:class:`ukjax.ServoControlled`, the servo realisation), which then use
+        the same solver. Every evaluation of a run calls it with the run's `uk_solver`."""
+        return self
+
     def kinetic_energy(self, t, q, qd) -> ArrayLike:
         raise NotImplementedError(
             f"{type(self).__name__} defines neither kinetic_energy(self, t, q, qd) nor "
