@@ -49,8 +49,9 @@ from ._field import ContactState, Field, Mode, contact_state
 from ._friction import friction_state, invalid_coefficients, sliding_from_speed
 from ._impulse import Impulses, impulse_jump, project_velocity, velocity_rows
 from ._initial import AbstractInitialConditions
-from ._results import RESULTS, promote
-from ._wrapped import guard, name_collapse, probe_failures
+from ._results import RESULTS
+from ._stepping import Stepping
+from ._wrapped import probe_failures
 
 
 def _at(mask, x):
@@ -135,12 +136,8 @@ class HybridIntegration(eqx.Module):
 
     field: Field
     initial: AbstractInitialConditions
-    solver: diffrax.AbstractSolver
-    stepsize_controller: diffrax.AbstractStepSizeController
-    adjoint: diffrax.AbstractAdjoint
+    stepping: Stepping
     impulses: Impulses | None
-    dt0: float | None
-    max_steps: int | None = eqx.field(static=True)
     max_events: int = eqx.field(static=True)
     num_contacts: int = eqx.field(static=True)
 
@@ -179,27 +176,15 @@ class HybridIntegration(eqx.Module):
         t_end = jnp.where(c.done, c.t, jnp.minimum(t_final, t_imp))
         values0 = self.field.event_values(c.t, (c.q, c.qd), c.mode)
         offset = _offset(values0)
-        stab, system = self.field.stabilization, self.field.system
-        fn = stab.save_fn(system)
-        clipped = jnp.clip(ts, c.t, t_end)
-        saves = (
-            diffrax.SubSaveAt(ts=clipped) if fn is None else diffrax.SubSaveAt(ts=clipped, fn=fn)
-        )
-        saveat = diffrax.SaveAt(subs=[saves, diffrax.SubSaveAt(t1=True)])
-        sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(self.field),
-            guard(stab.wrap_solver(self.solver, system), self.stepsize_controller),
-            t0=c.t,
-            t1=t_end,
-            dt0=self.dt0,
-            y0=(c.q, c.qd),
-            args=c.mode,
-            saveat=saveat,
-            stepsize_controller=self.stepsize_controller,
-            adjoint=self.adjoint,
-            event=self._event(c.mode, offset) if self.num_contacts else None,
-            max_steps=self.max_steps,
-            throw=False,
+        saves = self.stepping.saves(self.field, jnp.clip(ts, c.t, t_end))
+        sol = self.stepping.solve(
+            self.field,
+            c.t,
+            t_end,
+            (c.q, c.qd),
+            c.mode,
+            diffrax.SaveAt(subs=[saves, diffrax.SubSaveAt(t1=True)]),
+            self._event(c.mode, offset) if self.num_contacts else None,
         )
         seg_ts, (seg_q, seg_qd) = sol.ts[0], sol.ys[0]  # pyright: ignore
         t_stop = sol.ts[1][-1]  # pyright: ignore
@@ -253,7 +238,7 @@ class HybridIntegration(eqx.Module):
         state (with throw=True they raise inside the solve), and a segment that stalled
         on a failure just ahead of it gets that failure's code
         (:func:`ukjax._wrapped.probe_failures`)."""
-        result = name_collapse(promote(sol.result), self.stepsize_controller)
+        result = self.stepping.code(sol)
         result = RESULTS.where(result == RESULTS.event_occurred, RESULTS.successful, result)
         if not self.field.check or self.throw:
             return result
@@ -395,7 +380,7 @@ class HybridIntegration(eqx.Module):
             max_steps=self.max_events + n_impulses + 2,
             # reverse mode needs the checkpointed loop, forward mode a plain one, and both
             # (diffrax's DirectAdjoint: second derivatives) a bounded one
-            kind=_loop_kind(self.adjoint),
+            kind=_loop_kind(self.stepping.adjoint),
         )
         return out
 

@@ -31,13 +31,13 @@ from ._impulse import Impulses
 from ._initial import AbstractInitialConditions, InitialCheck, check_initial_policy
 from ._integrators import default_controller, default_solver
 from ._probe import probe_indexing
-from ._results import RESULTS, code_of, name_of, promote
+from ._results import RESULTS, code_of, name_of
 from ._stabilization import AbstractStabilization, check_stabilization
 from ._stage_loop import StageLoop, unrollable
+from ._stepping import Stepping
 from ._system import System, check_state, floatify
 from ._uk import default_consistency_tol
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
-from ._wrapped import guard, name_collapse
 from ._xla import is_concrete, jit
 
 
@@ -94,22 +94,13 @@ class Solution(eqx.Module):
         return np.array(names, dtype=object).reshape(codes.shape)
 
 
-def _explicit(solver) -> bool:
-    inner = getattr(solver, "solver", solver)
-    return not isinstance(inner, diffrax.AbstractImplicitSolver)
-
-
 class _Integration(eqx.Module):
     """Everything `diffeqsolve` needs besides the initial state and the save times."""
 
     field: Field
     initial: AbstractInitialConditions
-    solver: diffrax.AbstractSolver
-    stepsize_controller: diffrax.AbstractStepSizeController
-    dt0: float | None
-    adjoint: diffrax.AbstractAdjoint
+    stepping: Stepping
     progress_meter: diffrax.AbstractProgressMeter
-    max_steps: int | None = eqx.field(static=True)
 
     @property
     def throw(self) -> bool:
@@ -128,13 +119,7 @@ class _Integration(eqx.Module):
         return diffrax.Event((refused, failed) if by_event else (refused,))
 
     def _result(self, sol, initial: InitialCheck, span) -> RESULTS:
-        result = name_collapse(promote(sol.result), self.stepsize_controller)
-        if _explicit(self.solver):
-            steps, rejected = sol.stats["num_steps"], sol.stats["num_rejected_steps"]
-            stiff = RESULTS.where(
-                rejected > 0.2 * steps, RESULTS.max_steps_stiff, RESULTS.max_steps_explicit
-            )
-            result = RESULTS.where(result == RESULTS.max_steps_reached, stiff, result)
+        result = self.stepping.code(sol)
         if sol.event_mask is None:
             return result
         t_end, y_end = sol.ts[1][-1], sol.ys[1]  # pyright: ignore[reportOptionalSubscript]
@@ -156,21 +141,12 @@ class _Integration(eqx.Module):
         `record`, also every accepted step (for :func:`ukjax._adjoint.replay_solve`).
         Without the last two, a plain SaveAt: diffrax's BacksolveAdjoint refuses
         SaveAt(subs=...)."""
-        fn = self._save_fn()
+        fn = self.stepping.save_fn(self.field)
         extra = [] if self._event() is None else [diffrax.SubSaveAt(t1=True)]
         extra += [diffrax.SubSaveAt(steps=True)] if record else []
         if not extra:
             return diffrax.SaveAt(ts=ts) if fn is None else diffrax.SaveAt(ts=ts, fn=fn)
-        saves = diffrax.SubSaveAt(ts=ts) if fn is None else diffrax.SubSaveAt(ts=ts, fn=fn)
-        return diffrax.SaveAt(subs=[saves, *extra])
-
-    def _solver(self) -> diffrax.AbstractSolver:
-        return self._wrap(self.solver)
-
-    def _wrap(self, solver: diffrax.AbstractSolver) -> diffrax.AbstractSolver:
-        """`solver` with the stabilisation's wrapper and the stall guard."""
-        solver = self.field.stabilization.wrap_solver(solver, self.field.system)
-        return guard(solver, self.stepsize_controller)
+        return diffrax.SaveAt(subs=[self.stepping.saves(self.field, ts), *extra])
 
     def _replay_solver(self) -> diffrax.AbstractSolver:
         """The solver :meth:`step` replays: the run's method in a :class:`ukjax.StageLoop`
@@ -182,28 +158,21 @@ class _Integration(eqx.Module):
         relative to the forward run on every chain of `benchmarks/gradients.py`
         (`benchmarks/RESULTS.md`, gradients section; :class:`ukjax.Unrolled` gained less
         and compiled twice as long)."""
-        return self._wrap(StageLoop(self.solver) if unrollable(self.solver) else self.solver)
-
-    def _save_fn(self):
-        return self.field.stabilization.save_fn(self.field.system)
+        solver = self.stepping.solver
+        return self.stepping.wrap(self.field, StageLoop(solver) if unrollable(solver) else solver)
 
     def forward(self, y0, ts, args, record: bool):
         """The diffrax solve from `y0` at `ts[0]`, saved at `ts`; with `record`, also the
         accepted steps' end times and states (see :class:`ukjax.ReplayAdjoint`)."""
-        sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(self.field),
-            self._solver(),
-            t0=ts[0],
-            t1=ts[-1],
-            dt0=self.dt0,
-            y0=y0,
-            args=args,
-            saveat=self._saveat(ts, record),
-            stepsize_controller=self.stepsize_controller,
-            adjoint=diffrax.RecursiveCheckpointAdjoint() if record else self.adjoint,
-            event=self._event(),
-            max_steps=self.max_steps,
-            throw=False,
+        sol = self.stepping.solve(
+            self.field,
+            ts[0],
+            ts[-1],
+            y0,
+            args,
+            self._saveat(ts, record),
+            self._event(),
+            adjoint=diffrax.RecursiveCheckpointAdjoint() if record else None,
             progress_meter=self.progress_meter,
         )
         if not record:
@@ -229,7 +198,7 @@ class _Integration(eqx.Module):
     def save(self, t0, t1, dense, t, args):
         """The value saved at t in [t0, t1] from the step's dense output."""
         y = self._replay_solver().interpolation_cls(t0=t0, t1=t1, **dense).evaluate(t)
-        fn = self._save_fn()
+        fn = self.stepping.save_fn(self.field)
         return y if fn is None else fn(t, y, args)
 
     def __call__(self, q0, qd0, ts) -> Solution:
@@ -240,8 +209,9 @@ class _Integration(eqx.Module):
             q0 = code_error_if(
                 q0, refused, initial.code, "ukjax: initial state refused", **initial.values
             )
-        if replays(self.adjoint, self.solver, self.max_steps):
-            sol = self.adjoint.solve(self, (q0, qd0), ts, refused)  # pyright: ignore[reportAttributeAccessIssue]
+        stepping = self.stepping
+        if replays(stepping.adjoint, stepping.solver, stepping.max_steps):
+            sol = stepping.adjoint.solve(self, (q0, qd0), ts, refused)  # pyright: ignore[reportAttributeAccessIssue]
         else:
             sol = self.forward((q0, qd0), ts, refused, False)[0]
         event = self._event()
@@ -477,27 +447,25 @@ def simulate(
         consistency_tol=_consistency_tol(consistency_tol, controller, uk_solver, q0.dtype),
         throw=throw,
     )
-    settings: dict[str, Any] = dict(
-        initial=initial,
+    stepping = Stepping(
         solver=default_solver() if solver is None else solver,
         stepsize_controller=controller,
         dt0=dt0,
         adjoint=_adjoint(adjoint, max_steps, (q0, qd0)),
         max_steps=max_steps,
     )
+    settings: dict[str, Any] = dict(initial=initial, stepping=stepping)
     hybrid = _hybrid_integration(field, q0, ts, contact, impulses, max_events, friction, settings)
-    if hybrid is None and stabilization is None:
-        field = eqx.tree_at(lambda f: f.stabilization, field, given_initial.default_stabilization())
-    if hybrid is None:
-        field.stabilization.check_adjoint(settings["adjoint"])
-        field = _place_checks(field, settings["adjoint"])
-    if hybrid is not None:
+    if hybrid is not None:  # contacts or impulses: the event-driven driver (ukjax._hybrid)
         if throw and is_concrete(system, q0, ts):
             _refuse_penetration(hybrid, ts[0], q0)
             _refuse_friction(hybrid, ts[0], q0)
         return _integrate_hybrid(hybrid, q0, qd0, ts)
+    if stabilization is None:
+        field = eqx.tree_at(lambda f: f.stabilization, field, given_initial.default_stabilization())
+    field.stabilization.check_adjoint(stepping.adjoint)
     integration = _Integration(
-        field=field,
+        field=_place_checks(field, stepping.adjoint),
         progress_meter=diffrax.NoProgressMeter() if progress_meter is None else progress_meter,
         **settings,
     )
