@@ -194,9 +194,16 @@ def evaluate(
     M, Q = mass_and_force(system, t, q, qd)
     A, b = rows(system, t, q, qd, stabilization)
     C = nonideal_force(system, t, q, qd)
-    inputs = UKInputs(t, q, qd, M, Q, A, b, C)
-    terms = uk_terms(M, Q, A, b, C, uk_solver=uk_solver, semidefinite=system.semidefinite_mass())
-    return Evaluation(inputs, terms, system_infeasibility(system, t, q, qd))
+    return evaluate_rows(system, UKInputs(t, q, qd, M, Q, A, b, C), uk_solver)
+
+
+def evaluate_rows(system: System, inputs: UKInputs, uk_solver: AbstractUKSolver) -> Evaluation:
+    """The UK solve of given `inputs` (M, Q, A, b, C of `system` at one state, the rows
+    possibly extended, e.g. by engaged contacts) with the system's own infeasibility."""
+    i = inputs
+    semidefinite = system.semidefinite_mass()
+    terms = uk_terms(i.M, i.Q, i.A, i.b, i.C, uk_solver=uk_solver, semidefinite=semidefinite)
+    return Evaluation(inputs, terms, system_infeasibility(system, i.t, i.q, i.qd))
 
 
 def _blocks(system: System, t, q, qd):

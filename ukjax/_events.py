@@ -39,6 +39,12 @@ EVENT_KINDS = tuple(kind.name.lower() for kind in EventKind)
 """Names of the event kinds recorded in :class:`EventLog` (`kind` indexes this tuple)."""
 
 
+def entry_at(mask: jax.Array, x: jax.Array) -> jax.Array:
+    """The entry of `x` where the one-hot `mask` is true (0 if none): the triggering
+    contact's value, recorded in the :class:`EventLog`."""
+    return jnp.sum(jnp.where(mask, x, 0.0))
+
+
 class EventLog(eqx.Module):
     r"""The events of a hybrid run, in time order, in fixed-size arrays.
 

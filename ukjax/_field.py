@@ -25,6 +25,7 @@ from ._dynamics import (
     Evaluation,
     UKInputs,
     evaluate,
+    evaluate_rows,
     mass_and_force,
     nonideal_force,
     system_infeasibility,
@@ -41,7 +42,7 @@ from ._residuals import as_rows, second_along_motion
 from ._results import RESULTS
 from ._stabilization import AbstractStabilization, NoStabilization
 from ._system import System, as_time, check_state, floatify, overrides
-from ._uk import Failures, report_failures, uk_terms
+from ._uk import Failures, report_failures
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
 from ._wrapped import probe_failures
 
@@ -131,14 +132,12 @@ class Field(eqx.Module):
         m_bilateral = A.shape[0]
         A, b = jnp.concatenate([A, A_c]), jnp.concatenate([b, b_c])
         C = nonideal_force(system, t, q, qd)
-        infeasibility = system_infeasibility(system, t, q, qd)
         if self.friction is None:
-            semi = system.semidefinite_mass()
-            terms = uk_terms(M, Q, A, b, C, uk_solver=self.uk_solver, semidefinite=semi)
-            ev = Evaluation(UKInputs(t, q, qd, M, Q, A, b, C), terms, infeasibility)
+            ev = evaluate_rows(system, UKInputs(t, q, qd, M, Q, A, b, C), self.uk_solver)
             return FieldEvaluation(ev, cs, m_bilateral)
         fs = friction_state(system, t, q, qd, cs.g.shape[0])
         fr = self.friction.solve(M, Q, A, b, C, fs, mode.engaged, mode.sliding, self.uk_solver)
+        infeasibility = system_infeasibility(system, t, q, qd)
         ev = Evaluation(UKInputs(t, q, qd, M, Q, fr.A, fr.b, fr.C), fr.terms, infeasibility)
         return FieldEvaluation(ev, cs, m_bilateral, fs, fr.normal, fr.tangential)
 

@@ -45,7 +45,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._events import EventKind, EventMotion
+from ._events import EventKind, EventMotion, entry_at
 from ._linalg import pinv_solve
 from ._system import System, overrides
 from ._uk import UKTerms, relative_residual
@@ -155,8 +155,8 @@ class Coulomb(AbstractFriction):
         sliding = jnp.where(trig & engaged, new, sliding).astype(jnp.int32)
         qd = motion.hold(motion.qd, engaged, engaged & ((sliding == 0) | trig))
         kind = jnp.where(jnp.any(trig & (sliding == 0)), EventKind.STICK, EventKind.SLIP)
-        at = lambda x: jnp.sum(jnp.where(trig, x, 0.0))
-        return sliding, qd, kind, at(fs.vt), at(motion.friction_state(qd).vt)
+        after = motion.friction_state(qd).vt
+        return sliding, qd, kind, entry_at(trig, fs.vt), entry_at(trig, after)
 
     def settle(self, engaged, sliding, fresh, motion: EventMotion):
         """A contact that has just engaged sticks if slow and admissible, else slides (along

@@ -44,7 +44,7 @@ import optimistix as optx
 from ._contact import AbstractContact
 from ._dynamics import mass_matrix
 from ._errors import code_error_if
-from ._events import EventKind, EventLog
+from ._events import EventKind, EventLog, entry_at
 from ._field import ContactState, Field, Mode, contact_state
 from ._friction import friction_state, invalid_coefficients, sliding_from_speed
 from ._impulse import Impulses, impulse_jump, project_velocity, velocity_rows
@@ -52,11 +52,6 @@ from ._initial import AbstractInitialConditions
 from ._results import RESULTS
 from ._stepping import Stepping
 from ._wrapped import probe_failures
-
-
-def _at(mask, x):
-    """The entry of `x` where the one-hot `mask` is true (0 if none)."""
-    return jnp.sum(jnp.where(mask, x, 0.0))
 
 
 class _Carry(eqx.Module):
@@ -80,11 +75,7 @@ class _Motion:
     contact quantities `cs` there, and the driver's projections and forces."""
 
     def __init__(self, run: HybridIntegration, t, q, qd, cs: ContactState):
-        self.run, self.t, self.q, self._qd, self.cs = run, t, q, qd, cs
-
-    @property
-    def qd(self) -> jax.Array:
-        return self._qd
+        self.run, self.t, self.q, self.qd, self.cs = run, t, q, qd, cs
 
     def jump(self, rows_on, gd_target, stuck):
         r"""UK impulsive projection with the bilateral rows, the contact rows in `rows_on`
@@ -92,8 +83,8 @@ class _Motion:
         `stuck` frictional contacts, $T_i\dot q^+ = 0$ (they stay stuck through it)."""
         cs = self.cs
         G = jnp.where(rows_on[:, None], cs.G, 0.0)
-        c_contact = jnp.where(rows_on, cs.G @ self._qd + gd_target - cs.gd, 0.0)
-        return self.run.project(self.t, self.q, self._qd, G, c_contact, stuck)
+        c_contact = jnp.where(rows_on, cs.G @ self.qd + gd_target - cs.gd, 0.0)
+        return self.run.project(self.t, self.q, self.qd, G, c_contact, stuck)
 
     def release_pulling(self, qd, engaged, sliding):
         field = self.run.field
@@ -265,7 +256,7 @@ class HybridIntegration(eqx.Module):
             trig, c.mode.engaged, c.mode.sliding, cs.g, cs.gd, motion
         )
         after = contact_state(field.system, c.t, c.q, qd).gd
-        before, after = _at(trig, cs.gd), _at(trig, after)
+        before, after = entry_at(trig, cs.gd), entry_at(trig, after)
         sliding = jnp.where(engaged & c.mode.engaged, c.mode.sliding, 0)
         if field.friction is not None:
             if values.shape[0] > k:  # the friction law's own events
