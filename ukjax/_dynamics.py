@@ -197,12 +197,39 @@ def evaluate(
     return evaluate_rows(system, UKInputs(t, q, qd, M, Q, A, b, C), uk_solver)
 
 
+class RowSolve(eqx.Module):
+    r"""The run's UK solve of one state's mass matrix $M$ with rows given at the call: the
+    single entry through which the field, friction and servo control reach
+    :func:`ukjax.uk_terms` (the run's `uk_solver` and kernels, and the completion of a
+    semi-definite $M$ where the system declares one).
+
+    `solve(A, F, b, C=None)` is the UK equation $M\ddot q = F + Q_c$, $A\ddot q = b$
+    (with the non-ideal force $C$). Linear in $(F, b, C)$ for fixed rows, so it maps with
+    `jax.vmap` over columns of forces without refactoring $M$ or the Gram matrix."""
+
+    M: jax.Array
+    uk_solver: AbstractUKSolver
+    semidefinite: bool = eqx.field(static=True, default=False)
+
+    def __call__(self, A, F, b, C=None) -> UKTerms:
+        solver, semi = self.uk_solver, self.semidefinite
+        return uk_terms(self.M, F, A, b, C, uk_solver=solver, semidefinite=semi)
+
+    def consistency_floor(self, dtype) -> float:
+        """The solver's own relative residual on consistent rows."""
+        return self.uk_solver.consistency_floor(dtype)
+
+
+def row_solve(system: System, M, uk_solver: AbstractUKSolver) -> RowSolve:
+    """The UK solve of `system`'s mass matrix `M` at one state (:class:`RowSolve`)."""
+    return RowSolve(M, uk_solver, system.semidefinite_mass())
+
+
 def evaluate_rows(system: System, inputs: UKInputs, uk_solver: AbstractUKSolver) -> Evaluation:
     """The UK solve of given `inputs` (M, Q, A, b, C of `system` at one state, the rows
     possibly extended, e.g. by engaged contacts) with the system's own infeasibility."""
     i = inputs
-    semidefinite = system.semidefinite_mass()
-    terms = uk_terms(i.M, i.Q, i.A, i.b, i.C, uk_solver=uk_solver, semidefinite=semidefinite)
+    terms = row_solve(system, i.M, uk_solver)(i.A, i.Q, i.b, i.C)
     return Evaluation(inputs, terms, system_infeasibility(system, i.t, i.q, i.qd))
 
 

@@ -28,6 +28,7 @@ from ._dynamics import (
     evaluate_rows,
     mass_and_force,
     nonideal_force,
+    row_solve,
     system_infeasibility,
 )
 from ._friction import (
@@ -136,7 +137,8 @@ class Field(eqx.Module):
             ev = evaluate_rows(system, UKInputs(t, q, qd, M, Q, A, b, C), self.uk_solver)
             return FieldEvaluation(ev, cs, m_bilateral)
         fs = friction_state(system, t, q, qd, cs.g.shape[0])
-        fr = self.friction.solve(M, Q, A, b, C, fs, mode.engaged, mode.sliding, self.uk_solver)
+        solve = row_solve(system, M, self.uk_solver)
+        fr = self.friction.solve(solve, Q, A, b, C, fs, mode.engaged, mode.sliding)
         infeasibility = system_infeasibility(system, t, q, qd)
         ev = Evaluation(UKInputs(t, q, qd, M, Q, fr.A, fr.b, fr.C), fr.terms, infeasibility)
         return FieldEvaluation(ev, cs, m_bilateral, fs, fr.normal, fr.tangential)

@@ -45,11 +45,11 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from ._dynamics import RowSolve
 from ._events import EventKind, EventMotion, entry_at
 from ._linalg import pinv_solve
 from ._system import System, overrides
-from ._uk import UKTerms, relative_residual
-from ._uk_solvers import AbstractUKSolver
+from ._uk import UKTerms
 
 
 def sgn(x) -> jax.Array:
@@ -72,11 +72,12 @@ class AbstractFriction(eqx.Module):
 
     @abc.abstractmethod
     def solve(
-        self, M, Q, A, b, C, fs: FrictionState, engaged, sliding, uk_solver: AbstractUKSolver
+        self, solve: RowSolve, Q, A, b, C, fs: FrictionState, engaged, sliding
     ) -> FrictionalSolve:
         """The UK equation with the friction of the `engaged` contacts in the modes
-        `sliding` ((k,) ints: 0 stuck, +1/-1 sliding); `A`, `b` hold the bilateral rows
-        and then the k contact rows (:func:`frictional_solve`)."""
+        `sliding` ((k,) ints: 0 stuck, +1/-1 sliding), through the run's UK solve `solve`
+        (:class:`RowSolve`); `A`, `b` hold the bilateral rows and then the k contact rows
+        (:func:`frictional_solve`)."""
 
     def event_value(self, engaged, sliding, fs: FrictionState, normal, tangential) -> jax.Array:
         """Per contact: a value whose downward zero crossing switches its friction mode;
@@ -132,11 +133,11 @@ class Coulomb(AbstractFriction):
         eps = float(jnp.finfo(dtype).eps)
         return eps ** (1 / 3) if self.stick_below is None else self.stick_below
 
-    def solve(self, M, Q, A, b, C, fs: FrictionState, engaged, sliding, uk_solver):
+    def solve(self, solve: RowSolve, Q, A, b, C, fs: FrictionState, engaged, sliding):
         """Stuck contacts held at zero tangential acceleration, sliding ones with kinetic
         friction (:func:`frictional_solve`)."""
         target = jnp.zeros_like(fs.vt)
-        return frictional_solve(M, Q, A, b, C, fs, engaged, sliding, target, uk_solver)
+        return frictional_solve(solve, Q, A, b, C, fs, engaged, sliding, target)
 
     def event_value(self, engaged, sliding, fs: FrictionState, normal, tangential):
         r"""Per contact: $\mu_sN - |\lambda_t|$ while stuck, $s\,v$ while sliding."""
@@ -219,9 +220,9 @@ class VelocityTolerance(AbstractFriction):
             if isinstance(value, (int, float)) and not value > 0:
                 raise ValueError(f"VelocityTolerance: {name} must be > 0; got {value}.")
 
-    def solve(self, M, Q, A, b, C, fs: FrictionState, engaged, sliding, uk_solver):
+    def solve(self, solve: RowSolve, Q, A, b, C, fs: FrictionState, engaged, sliding):
         """The modes picked at this state (`sliding` is not used: :func:`pointwise_solve`)."""
-        return pointwise_solve(self, M, Q, A, b, C, fs, engaged, uk_solver)
+        return pointwise_solve(self, solve, Q, A, b, C, fs, engaged)
 
     def pointwise_modes(self, fs, hold_force, normal) -> tuple[jax.Array, jax.Array]:
         """(sliding direction (k,) int, stick target (k,)) at a state. `hold_force` is the
@@ -357,18 +358,22 @@ def multipliers(A, terms: UKTerms, C=None) -> jax.Array:
 
 
 def frictional_solve(
-    M, Q, A, b, C, fs: FrictionState, engaged, sliding, stick_target, uk_solver: AbstractUKSolver
+    solve: RowSolve, Q, A, b, C, fs: FrictionState, engaged, sliding, stick_target
 ) -> FrictionalSolve:
     r"""The UK acceleration with the engaged contacts' friction. `A`, `b` hold the
     bilateral rows and then the k contact rows (zero rows for free contacts); stuck
     contacts add $T_i\ddot q = $ `stick_target` $- \dot T_i\dot q$; sliding ones the force
     $-\mu_kN_is_iT_i^T$ with $N$ from $(I - J)N = N_0$ (module docstring).
 
-    Everything is affine in the sliding contacts' normal forces $\nu$ ($C = C_0 + W\nu$),
-    so one Cholesky factorisation $M = LL^T$ and one UK pseudo-inverse $B^+$ ($B =
-    AL^{-T}$), applied to the columns $[Q, C_0, W]$, give $\ddot q$ and the multipliers
-    $\lambda = (B^+)^TB^+E$ (the minimum-norm solution of $A^T\lambda = LB^+E$) for
-    every $\nu$; then $N$ solves the k-by-k system."""
+    Everything is affine in the force and in the sliding contacts' normal forces $\nu$
+    ($C = C_0 + W\nu$), so the run's UK solve (`solve`, the one entry of
+    :func:`ukjax._dynamics.row_solve`), mapped with `vmap` over the columns
+    $(Q, b)$, $(C_0, 0)$ and $(W_j, 0)$ of one set of rows (one factorisation of $M$ and of
+    the Gram matrix, as they do not depend on the column), gives $\ddot q$ and the row
+    forces of each column; their multipliers $\lambda$ are the minimum-norm solutions of
+    $A^T\lambda = Q_c$ (:func:`multipliers`); then $N$ solves the k-by-k system.
+    A non-ideal force $C$ gives the acceleration of the force $Q + C$ (Udwadia 2004,
+    eq 12); its columns keep the split of the constraint force into ideal and non-ideal."""
     k, n = fs.T.shape
     m_normal = A.shape[0] - k
     stuck = engaged & (sliding == 0)
@@ -377,36 +382,31 @@ def frictional_solve(
     slide = (engaged & (sliding != 0)).astype(fs.T.dtype)
     W = (-(fs.mu_k * sliding * slide)[:, None] * fs.T).T  # (n, k)
     C0 = jnp.zeros_like(Q) if C is None else C
-    ops = uk_solver.kernels.ops(n)
-    L = ops.cholesky(M)
-    solve_M = lambda V: ops.solve_lower_t(L, ops.solve_lower(L, V))
-    F = jnp.concatenate([Q[:, None], C0[:, None], W], axis=1)  # (n, 2 + k) force columns
-    acc = solve_M(F)  # unconstrained accelerations of each column
-    B = ops.solve_lower(L, A2.T).T  # A L^{-T}
-    E = -A2 @ acc
-    E = E.at[:, 0].add(b2)  # b enters with Q's column only
-    P = uk_solver.pinv(B, jnp.eye(B.shape[0], dtype=B.dtype), ops)  # B^+
-    Z = P @ E
-    qdd_cols = acc + ops.solve_lower_t(L, Z)
-    Qc_cols = L @ Z  # the ideal constraint force of each column (M qdd - force)
-    # A^T lam = L Z  <=>  B^T lam = Z: the minimum-norm lam is (B^T)^+ Z = (B^+)^T Z
-    lam_cols = P.T @ Z  # (m2, 2 + k)
+    forces = jnp.concatenate([Q[None], C0[None], W.T])  # (2 + k, n) force columns
+    rhs = jnp.zeros((2 + k, b2.shape[0]), b2.dtype).at[0].set(b2)  # b with Q's column only
+
+    def column(F, r):
+        t = solve(A2, F, r)
+        return t.qdd, t.a, t.Qc_ideal, t.inconsistency, t.spd_ok
+
+    qdd_cols, a_cols, Qc_cols, inconsistency, spd_ok = jax.vmap(column)(forces, rhs)
+    lam_cols = pinv_solve(A2.T, Qc_cols.T)  # (m2, 2 + k): A^T lam = Q_c, minimum norm
     N0 = lam_cols[m_normal : m_normal + k, 0] + lam_cols[m_normal : m_normal + k, 1]
     J = lam_cols[m_normal : m_normal + k, 2:]
     N = jnp.linalg.solve(jnp.eye(k, dtype=Q.dtype) - J, N0)
     weights = jnp.concatenate([jnp.ones(2, Q.dtype), N])  # the columns' coefficients
-    qdd, lam, z, e = qdd_cols @ weights, lam_cols @ weights, Z @ weights, E @ weights
+    qdd, lam = qdd_cols.T @ weights, lam_cols @ weights
     C2 = C0 + W @ N
-    r_ls = B @ z - e  # the part of b - A a_C outside the range of A
     terms = UKTerms(
         qdd=qdd,
-        a=acc[:, 0],
-        Qc_ideal=Qc_cols[:, 0],
-        Qc_nonideal=C2 + Qc_cols[:, 1:] @ weights[1:],
+        a=a_cols[0],
+        Qc_ideal=Qc_cols[0],
+        Qc_nonideal=C2 + Qc_cols[1:].T @ weights[1:],
         residual=A2 @ qdd - b2,
-        inconsistency=relative_residual(B, z, e, r_ls),
-        spd_ok=jnp.all(jnp.isfinite(L)),
-        consistency_floor=uk_solver.consistency_floor(Q.dtype),
+        # the columns of C_0 and W lie in the range of the rows: only Q's can be inconsistent
+        inconsistency=inconsistency[0],
+        spd_ok=spd_ok[0],
+        consistency_floor=solve.consistency_floor(Q.dtype),
     )
     normal = lam[m_normal : m_normal + k]
     kinetic = -fs.mu_k * sliding * normal
@@ -415,14 +415,14 @@ def frictional_solve(
 
 
 def pointwise_solve(
-    law: VelocityTolerance, M, Q, A, b, C, fs: FrictionState, engaged, uk_solver
+    law: VelocityTolerance, solve: RowSolve, Q, A, b, C, fs: FrictionState, engaged
 ) -> FrictionalSolve:
     """For a law that picks its modes at every state: a trial solve with every engaged contact held
     (zero tangential acceleration) gives the holding forces; the law picks the modes; the
     final solve uses them."""
     k = fs.T.shape[0]
     held = jnp.zeros(k, jnp.int32)
-    trial = frictional_solve(M, Q, A, b, C, fs, engaged, held, jnp.zeros(k, Q.dtype), uk_solver)
+    trial = frictional_solve(solve, Q, A, b, C, fs, engaged, held, jnp.zeros(k, Q.dtype))
     sliding, target = law.pointwise_modes(fs, trial.tangential, trial.normal)
     sliding = jnp.where(engaged, sliding, 0)
-    return frictional_solve(M, Q, A, b, C, fs, engaged, sliding, target, uk_solver)
+    return frictional_solve(solve, Q, A, b, C, fs, engaged, sliding, target)

@@ -40,11 +40,11 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from ._constraints import rows
-from ._dynamics import mass_and_force, nonideal_force
+from ._dynamics import mass_and_force, nonideal_force, row_solve
 from ._linalg import default_rcond, pinv_solve
 from ._stabilization import Baumgarte
 from ._system import System, as_time, check_state, floatify, overrides
-from ._uk import relative_residual, uk_terms
+from ._uk import relative_residual
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
 
 
@@ -139,10 +139,8 @@ def realise(
     A_p, b_p = rows(plant, t, q, qd)
     C = nonideal_force(plant, t, q, qd)
     G = _actuators(plant, t, q)
-    semi = plant.semidefinite_mass()
-    solve = lambda force, b, C: (
-        uk_terms(M, force, A_p, b, C, uk_solver=uk_solver, semidefinite=semi).qdd
-    )
+    uk = row_solve(plant, M, uk_solver)
+    solve = lambda force, b, C: uk(A_p, force, b, C).qdd
     qdd0 = solve(Q, b_p, C)
     K = jax.vmap(lambda g: solve(g, jnp.zeros_like(b_p), None), in_axes=1, out_axes=1)(G)
     A_s, b_s = rows(_ServoRows(servo), t, q, qd, servo.gains)
