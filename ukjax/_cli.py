@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 
@@ -252,6 +253,16 @@ def _sweep(args) -> int:
     )
     os.makedirs(args.out, exist_ok=True)  # there from the start, for the user to look at
     t0 = time.perf_counter()
+    # Ctrl-C raises KeyboardInterrupt, but one that lands in a callback (JAX's garbage
+    # collection hook) is swallowed by Python: the handler also records it, and a run that
+    # was interrupted ends as interrupted even if the exception was lost.
+    interrupted = []
+
+    def on_sigint(signum, frame):
+        interrupted.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
     try:
         res = sweep(
             s,
@@ -266,6 +277,8 @@ def _sweep(args) -> int:
             save_final_only=args.final_only,
             progress=not args.quiet,
         )
+        if interrupted:
+            raise KeyboardInterrupt
     except KeyboardInterrupt:
         if os.path.exists(os.path.join(args.out, "meta.json")):
             status = sweep_status(args.out)
@@ -277,6 +290,8 @@ def _sweep(args) -> int:
             file=sys.stderr,
         )
         return 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
     wall = time.perf_counter() - t0
     summary = {
         "system": type(s).__name__,

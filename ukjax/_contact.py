@@ -71,21 +71,22 @@ class AbstractContact(eqx.Module):
         """Per contact: does `g` violate the law at the start (a refused initial state)?"""
         return jnp.zeros(g.shape, bool)
 
-    def initial_engaged(self, engaged, sliding, motion: EventMotion) -> jax.Array:
-        """The contacts engaged at the start, from the candidates of :meth:`initial_mode`
-        (by default all of them)."""
-        return engaged
+    def initial_engaged(self, engaged, sliding, motion: EventMotion) -> tuple[jax.Array, jax.Array]:
+        """(the contacts engaged at the start, whether that could be decided), from the
+        candidates of :meth:`initial_mode` (by default all of them)."""
+        return engaged, jnp.asarray(True)
 
     def switch(
         self, trig, engaged, sliding, g, gd, motion: EventMotion
-    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
         """The event of contact `trig` (a one-hot (k,) mask) at a state with contact values
         `g`, rates `gd` and modes `engaged`, `sliding`: (new `engaged`, the velocity after
-        the event, its :class:`ukjax.EventKind`). By default the triggering contact
-        toggles between free and engaged and the velocity is kept (a compliant law)."""
+        the event, its :class:`ukjax.EventKind`, whether the event could be resolved). By
+        default the triggering contact toggles between free and engaged and the velocity
+        is kept (a compliant law)."""
         engaged = jnp.where(trig, ~engaged, engaged)
         kind = jnp.where(jnp.any(trig & engaged), EventKind.ENGAGE, EventKind.RELEASE)
-        return engaged, motion.qd, kind
+        return engaged, motion.qd, kind, jnp.asarray(True)
 
 
 class Impact(AbstractContact):
@@ -97,20 +98,37 @@ class Impact(AbstractContact):
     $$\dot q^+ = \dot q^- - A_M^+\,(A\dot q^- - c^+)$$
 
     with the rows $A$ of every bilateral constraint (velocity level, kept) and of the
-    impacting contacts ($\dot g_i^+ = -e\,\dot g_i^-$). When $e|\dot g_i^-|$ is below
-    `persist_below` the contact becomes **persistent**: $\dot g_i^+ = 0$ and the row
-    $\ddot g_i = 0$ joins the UK equation while the contact force is compressive; it is
-    released (an event) when the force would pull. A ball bouncing to rest therefore ends
-    its Zeno sequence after finitely many impacts.
+    contacts that take an impulse. Which ones do is a complementarity problem
+    (:mod:`ukjax._complementarity`, solved exactly by least-index pivoting) over the
+    impacting contacts and the engaged ones: impulses $P_i \ge 0$, post-impact normal
+    speeds $\dot g_i^+ \ge -e\dot g_i^-$ (engaged contacts: $\ge 0$), complementary. An
+    engaged contact that would need a pulling impulse lifts off: a rocking block transfers
+    its pivot to the impacting corner. When $e|\dot g_i^-|$ is below `persist_below` the
+    contact becomes **persistent**: $\dot g_i^+ = 0$, and the contacts at rest after the
+    impact are engaged where the complementarity problem of their forces and normal
+    accelerations says so (the row $\ddot g_i = 0$ joins the UK equation while the contact
+    force is compressive); an engaged contact is released (an event) when its force would
+    pull, the others decided again jointly. A ball bouncing to rest therefore ends its Zeno
+    sequence after finitely many impacts.
+
+    **Simultaneity.** A free contact joins the impact of another one only if it is within
+    `simultaneity` of touching *and* closes faster than `closing` times the triggering
+    contact's approach speed; otherwise its own impact follows in time order (a Newton's
+    cradle passes the momentum down the line, ball by ball). With `simultaneous=True`, a
+    touching contact that does not separate joins too (the simultaneous model: touching
+    balls in a line share the impact).
 
     - `restitution`: $e \in [0, 1]$ (scalar or one per contact; differentiable).
     - `persist_below`: rebound speed below which a contact becomes persistent, in the
       units of $\dot g$ (default $\epsilon^{1/3}$: 6e-6 in float64, 5e-3 in float32, above
       the speed error that the event-time round-off leaves after many bounces).
-    - `simultaneity`: free contacts with $g_i \le$ `simultaneity` (units of $g$, default
-      $\epsilon^{1/2}$: 1.5e-8 in float64) and approaching take part in an impact
-      triggered by another contact (simultaneous impacts are resolved together, in one
-      projection).
+    - `simultaneity`: the gap within which another free contact may join an impact (units
+      of $g$, default $\epsilon^{1/2}$: 1.5e-8 in float64).
+    - `closing`: the closing speed, relative to the triggering contact's approach speed,
+      above which such a contact joins (default $\epsilon^{1/3}$, 6e-6 in float64: round-off
+      velocities do not make impacts simultaneous).
+    - `simultaneous`: also resolve touching contacts that do not close together with the
+      impact (default False: sequential).
 
     Example:
         >>> import ukjax
@@ -122,6 +140,8 @@ class Impact(AbstractContact):
     restitution: float | jax.Array = 1.0
     persist_below: float | None = eqx.field(static=True, default=None)
     simultaneity: float | None = eqx.field(static=True, default=None)
+    closing: float | None = eqx.field(static=True, default=None)
+    simultaneous: bool = eqx.field(static=True, default=False)
     impulsive: ClassVar[bool] = True
     uses_force: ClassVar[bool] = True
 
@@ -129,7 +149,7 @@ class Impact(AbstractContact):
         e = self.restitution
         if isinstance(e, (int, float)) and not 0.0 <= e <= 1.0:
             raise ValueError(f"Impact: restitution must lie in [0, 1]; got {e}.")
-        for name in ("persist_below", "simultaneity"):
+        for name in ("persist_below", "simultaneity", "closing"):
             value = getattr(self, name)
             if value is not None and not value >= 0.0:
                 raise ValueError(f"Impact: {name} must be >= 0; got {value}.")
@@ -155,6 +175,13 @@ class Impact(AbstractContact):
         eps = float(jnp.finfo(dtype).eps)
         return eps**0.5 if self.simultaneity is None else self.simultaneity
 
+    def closing_tol(self, trig_speed: jax.Array) -> jax.Array:
+        """The closing speed above which a touching contact joins an impact whose
+        triggering contact approaches at `trig_speed` (`closing`, relative)."""
+        eps = float(jnp.finfo(trig_speed.dtype).eps)
+        ratio = eps ** (1 / 3) if self.closing is None else self.closing
+        return ratio * jnp.abs(trig_speed)
+
     def initial_mode(self, g, gd):
         gap, speed = self.gap_tol(g.dtype), self.speed_tol(g.dtype)
         return (jnp.abs(g) <= gap) & (jnp.abs(gd) <= speed)
@@ -166,28 +193,40 @@ class Impact(AbstractContact):
         return jnp.abs(gd_plus) <= self.speed_tol(gd_plus.dtype)
 
     def initial_engaged(self, engaged, sliding, motion: EventMotion):
-        """A resting rigid contact is engaged only if it pushes."""
-        return motion.release_pulling(motion.qd, engaged, sliding)
+        """The resting contacts that push, decided jointly (the complementarity problem of
+        their forces and normal accelerations)."""
+        return motion.supporting(motion.qd, engaged, sliding)
 
     def switch(self, trig, engaged, sliding, g, gd, motion: EventMotion):
-        r"""An approaching free contact impacts, together with every free contact within
-        `simultaneity` that approaches too (one projection: simultaneous impacts); an
-        engaged one that would pull is released. Impacting contacts get $\dot g^+ =
-        -e\dot g^-$, or persist ($\dot g^+ = 0$, engaged) below `persist_below`; stuck
-        frictional contacts stay stuck through the jump; contacts whose force would pull
-        after it are released."""
+        r"""An approaching free contact impacts, with the free contacts that touch and close
+        with it (class docstring); an engaged contact whose force reached zero is released.
+        The impulses are the complementarity solution over the impacting and the engaged
+        contacts (stuck frictional contacts stay stuck through the jump); the contacts at
+        rest after it are engaged where their forces push. A free contact whose gap crosses
+        zero by round-off without approaching is no event (kind `NONE`)."""
         free = ~engaged
-        near = free & (g <= self.gap_tol(g.dtype)) & (gd < 0)
-        impacting = (trig & free & (gd < 0)) | (near & jnp.any(trig & free))
+        approach = trig & free & (gd < 0)
+        hit = jnp.any(approach)
+        closing = self.closing_tol(jnp.sum(jnp.where(trig, gd, 0.0)))
+        touching = free & (g <= self.gap_tol(g.dtype)) & hit
+        joins = touching & ((gd < -closing) | (self.simultaneous & (gd <= closing)))
+        impacting = approach | joins
         gd_plus = self.rebound(gd)
         persistent = impacting & self.persists(gd_plus)
-        after = (engaged & ~(trig & engaged)) | persistent
-        gd_target = jnp.where(impacting & ~persistent, gd_plus, 0.0)
-        stuck = engaged & after & (sliding == 0)
-        qd = motion.jump(impacting | after, gd_target, stuck)
-        after = motion.release_pulling(qd, after, jnp.where(after & engaged, sliding, 0))
-        kind = jnp.where(jnp.any(impacting), EventKind.IMPACT, EventKind.RELEASE)
-        return after, qd, kind
+        target = jnp.where(impacting & ~persistent, gd_plus, 0.0)
+        held = engaged & ~trig  # an engaged contact that triggered: its force reached zero
+        stuck = held & (sliding == 0)
+        qd, lcp = motion.impact(impacting | held, target, stuck)
+        rest = (impacting | held) & (target == 0.0)
+        rest = rest & (motion.normal_speed(qd) <= self.speed_tol(g.dtype))
+        after, supported = motion.supporting(qd, rest, jnp.where(held, sliding, 0))
+        # the engaged contacts are held at zero normal speed (a no-op for those in the
+        # impact's active set); the bouncing ones keep their targets
+        qd = motion.jump(lcp.active | after, jnp.where(after, 0.0, target), after & stuck)
+        kind = jnp.where(
+            hit, EventKind.IMPACT, jnp.where(jnp.any(trig & engaged), EventKind.RELEASE, 0)
+        )
+        return after, qd, kind, lcp.solved & supported
 
 
 class ContactDynamics(AbstractContact):

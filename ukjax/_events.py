@@ -109,8 +109,24 @@ class EventMotion(Protocol):
         zero tangential velocity."""
         ...
 
-    def release_pulling(self, qd: jax.Array, engaged: jax.Array, sliding: jax.Array) -> jax.Array:
-        """`engaged` less the contacts whose force would pull at velocity `qd`."""
+    def impact(self, candidates: jax.Array, gd_target: jax.Array, stuck: jax.Array) -> tuple:
+        r"""(velocity after, :class:`ukjax._complementarity.Complementarity`): the impulses
+        $P \ge 0$ on the `candidates` with post-impact normal speeds $\dot g^+ \ge$
+        `gd_target`, complementary, and the projection of `qd` with the rows that take
+        one (the `stuck` frictional contacts held through it)."""
+        ...
+
+    def supporting(
+        self, qd: jax.Array, candidates: jax.Array, sliding: jax.Array
+    ) -> tuple[jax.Array, jax.Array]:
+        """(the `candidates` engaged, whether the problem was solved): the complementarity
+        problem of the contact forces (>= 0) and the normal accelerations less the law's
+        targets (>= 0) at velocity `qd`, the engaged contacts in the friction modes
+        `sliding`."""
+        ...
+
+    def normal_speed(self, qd: jax.Array) -> jax.Array:
+        r"""$\dot g$ of every contact at velocity `qd` (the event's configuration)."""
         ...
 
     def forces(self, qd: jax.Array, engaged: jax.Array, sliding: jax.Array) -> tuple:

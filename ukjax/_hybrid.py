@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 import optimistix as optx
 
+from ._complementarity import least_index_pivoting, pivot_bound
 from ._contact import AbstractContact
 from ._dynamics import mass_matrix
 from ._errors import code_error_if
@@ -49,6 +50,7 @@ from ._field import ContactState, Field, Mode, contact_state
 from ._friction import friction_state, invalid_coefficients, sliding_from_speed
 from ._impulse import Impulses, impulse_jump, project_velocity, velocity_rows
 from ._initial import AbstractInitialConditions
+from ._linalg import pinv_solve
 from ._results import RESULTS
 from ._stepping import Stepping
 from ._wrapped import probe_failures
@@ -64,6 +66,7 @@ class _Carry(eqx.Module):
     saved_qd: jax.Array
     saved_mode: Mode
     log: EventLog
+    events: jax.Array  # events so far, those not logged (kind NONE) included
     result: RESULTS
     done: jax.Array
     steps: jax.Array
@@ -86,10 +89,37 @@ class _Motion:
         c_contact = jnp.where(rows_on, cs.G @ self.qd + gd_target - cs.gd, 0.0)
         return self.run.project(self.t, self.q, self.qd, G, c_contact, stuck)
 
-    def release_pulling(self, qd, engaged, sliding):
-        field = self.run.field
-        fe = field.evaluate(self.t, (self.q, qd), Mode(engaged, sliding))
-        return engaged & (field.forces(fe) > 0)
+    def normal_speed(self, qd):
+        cs = self.cs
+        return cs.G @ qd + (cs.gd - cs.G @ self.qd)
+
+    def impact(self, candidates, gd_target, stuck):
+        fixed = _stopped(self)
+        target = jax.lax.stop_gradient(gd_target)
+
+        def oracle(active):
+            qd = fixed.jump(active, target, stuck & active)
+            return fixed.run.impulses_of(fixed, qd, active, stuck), fixed.normal_speed(qd) - target
+
+        k = candidates.shape[0]
+        lcp = least_index_pivoting(oracle, candidates, pivot_bound(k))
+        return self.jump(lcp.active, gd_target, stuck & lcp.active), lcp
+
+    def supporting(self, qd, candidates, sliding):
+        fixed, field = _stopped(self), self.run.field
+        qd_fixed = jax.lax.stop_gradient(qd)
+
+        def oracle(active):
+            mode = Mode(active, jnp.where(active, sliding, 0).astype(jnp.int32))
+            fe = fixed.run.field.evaluate(fixed.t, (fixed.q, qd_fixed), mode)
+            cs = fe.cs
+            assert cs is not None and field.contact is not None
+            gdd = cs.G @ fe.ev.terms.qdd + cs.gdd0
+            return fixed.run.field.forces(fe), gdd - field.contact.target_acceleration(cs.g, cs.gd)
+
+        k = candidates.shape[0]
+        lcp = least_index_pivoting(oracle, candidates, pivot_bound(k))
+        return lcp.active, lcp.solved
 
     def forces(self, qd, engaged, sliding):
         fe = self.run.field.evaluate(self.t, (self.q, qd), Mode(engaged, sliding))
@@ -102,6 +132,16 @@ class _Motion:
 
     def friction_state(self, qd):
         return friction_state(self.run.field.system, self.t, self.q, qd, self.cs.g.shape[0])
+
+
+def _stopped(motion: _Motion) -> _Motion:
+    """The same motion with no derivative flowing through it: the discrete choices of a
+    complementarity problem are made on its values."""
+    stop = lambda x: jax.lax.stop_gradient(x) if eqx.is_inexact_array(x) else x
+    run, t, q, qd, cs = jax.tree_util.tree_map(
+        stop, (motion.run, motion.t, motion.q, motion.qd, motion.cs)
+    )
+    return _Motion(run, t, q, qd, cs)
 
 
 class _TimeBisection(optx.Bisection):
@@ -207,19 +247,26 @@ class HybridIntegration(eqx.Module):
         )
         failed = result != RESULTS.successful
         if self.num_contacts:
+            hit = contact_hit & ~failed & ~c.done
             nxt = jax.lax.cond(
-                eqxi.unvmap_any(contact_hit & ~failed & ~c.done),
-                lambda x: self._switch(x, offset, contact_hit & ~failed & ~c.done),
+                eqxi.unvmap_any(hit),
+                lambda x: self._switch(x, offset, hit),
                 lambda x: x,
                 nxt,
             )
         impulse_now = ~contact_hit & ~failed & ~c.done & (t_stop >= t_imp)
         nxt = self._apply_impulse(nxt, impulse_now)
+        unsolved = nxt.result != RESULTS.successful  # an event that could not be resolved
+        failed = failed | unsolved
         finished = c.done | failed | (~contact_hit & ~impulse_now & (t_stop >= t_final))
         # One more event than the log holds: stop there (the saves so far are kept).
-        full = (contact_hit | impulse_now) & ~c.done & ~failed & (c.log.count >= self.max_events)
+        event = (contact_hit | impulse_now) & ~c.done & ~failed
+        full = event & (c.events >= self.max_events)
         result = RESULTS.where(full, RESULTS.max_events_reached, nxt.result)
-        return eqx.tree_at(lambda x: (x.result, x.done), nxt, (result, finished | full))
+        events = c.events + event.astype(c.events.dtype)
+        return eqx.tree_at(
+            lambda x: (x.result, x.done, x.events), nxt, (result, finished | full, events)
+        )
 
     def _contact_hit(self, sol) -> jax.Array:
         return jnp.asarray(False) if sol.event_mask is None else sol.event_mask
@@ -243,23 +290,22 @@ class HybridIntegration(eqx.Module):
 
     # ---- mode changes and jumps --------------------------------------------------------
     def _switch(self, c: _Carry, offset, hit) -> _Carry:
-        """The event at (c.t, c.q, c.qd): the law whose event value crossed zero first
-        switches the modes and sets the velocity (a contact law, or the friction law for
-        the rows after the k contacts'); the event is recorded."""
+        """The event at (c.t, c.q, c.qd): the law whose event value crossed zero switches
+        the modes and sets the velocity (a contact law, or the friction law for the rows
+        after the k contacts'); the event is recorded unless the law says it was none."""
         field, k = self.field, self.num_contacts
-        values = field.event_values(c.t, (c.q, c.qd), c.mode) + offset
-        first = jnp.argmin(values)
+        first, n_values = self._trigger(c, offset), offset.shape[0]
         cs = contact_state(field.system, c.t, c.q, c.qd)
         motion = _Motion(self, c.t, c.q, c.qd, cs)
         trig = jnp.arange(k) == first
-        engaged, qd, kind = self.law.switch(
+        engaged, qd, kind, solved = self.law.switch(
             trig, c.mode.engaged, c.mode.sliding, cs.g, cs.gd, motion
         )
         after = contact_state(field.system, c.t, c.q, qd).gd
         before, after = entry_at(trig, cs.gd), entry_at(trig, after)
         sliding = jnp.where(engaged & c.mode.engaged, c.mode.sliding, 0)
         if field.friction is not None:
-            if values.shape[0] > k:  # the friction law's own events
+            if n_values > k:  # the friction law's own events
                 on_friction = first >= k
                 switched = field.friction.switch(first - k, c.mode.engaged, c.mode.sliding, motion)
                 f_sliding, f_qd, f_kind, f_before, f_after = switched
@@ -269,6 +315,7 @@ class HybridIntegration(eqx.Module):
                 before = jnp.where(on_friction, f_before, before)
                 after = jnp.where(on_friction, f_after, after)
                 engaged = jnp.where(on_friction, c.mode.engaged, engaged)
+                solved = solved | on_friction
             fresh = engaged & ~c.mode.engaged
             moved = _Motion(self, c.t, c.q, qd, cs)
             sliding, qd = field.friction.settle(engaged, sliding, fresh, moved)
@@ -277,13 +324,28 @@ class HybridIntegration(eqx.Module):
         )
         qd = jnp.where(hit, qd, c.qd)
         log = c.log.record(c.t, kind, first % max(k, 1), before, after)
-        log = jax.tree_util.tree_map(lambda a, b: jnp.where(hit, a, b), log, c.log)
-        return eqx.tree_at(lambda x: (x.qd, x.mode, x.log), c, (qd, mode, log))
+        logged = hit & (kind != EventKind.NONE)
+        log = jax.tree_util.tree_map(lambda a, b: jnp.where(logged, a, b), log, c.log)
+        result = RESULTS.where(hit & ~solved, RESULTS.contact_unsolved, c.result)
+        return eqx.tree_at(lambda x: (x.qd, x.mode, x.log, x.result), c, (qd, mode, log, result))
 
-    def project(self, t, q, qd, G, g_target, stuck):
-        r"""The velocity nearest `qd` (mass metric) with every bilateral velocity constraint
-        met, the contact rows $G\dot q^+ = $ `g_target` and, for `stuck` frictional
-        contacts, $T_i\dot q^+ = 0$ (zero rows are ignored)."""
+    def _trigger(self, c: _Carry, offset) -> jax.Array:
+        r"""The index of the event value that crossed zero at (c.t, c.q, c.qd): among the
+        values at zero (within what the root find's time tolerance allows at their rate)
+        and falling, the lowest; a value resting at zero (a contact touching at zero speed)
+        is not falling and is not taken for the one that crossed."""
+        values_at = lambda t, y: self.field.event_values(t, y, c.mode) + offset
+        y = (c.q, c.qd)
+        yd = self.field(c.t, y, c.mode)
+        one = jnp.ones_like(c.t)
+        values, rates = jax.jvp(values_at, (c.t, y), (one, yd))
+        window = 1e3 * jnp.finfo(values.dtype).eps * jnp.maximum(jnp.abs(c.t), 1.0)
+        crossing = (rates < 0) & (values <= -rates * window)
+        lowest = jnp.argmin(jnp.where(crossing, values, jnp.inf))
+        return jnp.where(jnp.any(crossing), lowest, jnp.argmin(values))
+
+    def _velocity_rows(self, t, q, qd, G, g_target, stuck):
+        """(M, rows, targets) of the impulsive projection (:meth:`project`)."""
         system = self.field.system
         M = mass_matrix(system, t, q, qd)
         J, r = velocity_rows(system, t, q, qd)
@@ -292,7 +354,27 @@ class HybridIntegration(eqx.Module):
             fs = friction_state(system, t, q, qd, stuck.shape[0])
             rows_.append(jnp.where(stuck[:, None], fs.T, 0.0))
             targets.append(jnp.zeros(stuck.shape[0], qd.dtype))
-        return project_velocity(M, qd, jnp.concatenate(rows_), jnp.concatenate(targets))
+        return M, jnp.concatenate(rows_), jnp.concatenate(targets)
+
+    def project(self, t, q, qd, G, g_target, stuck):
+        r"""The velocity nearest `qd` (mass metric) with every bilateral velocity constraint
+        met, the contact rows $G\dot q^+ = $ `g_target` and, for `stuck` frictional
+        contacts, $T_i\dot q^+ = 0$ (zero rows are ignored)."""
+        M, R, c = self._velocity_rows(t, q, qd, G, g_target, stuck)
+        return project_velocity(M, qd, R, c)
+
+    def impulses_of(self, motion: _Motion, qd_plus, active, stuck) -> jax.Array:
+        r"""The contact impulses $P$ ((k,), > 0 pushing) of the jump from `motion.qd` to
+        `qd_plus`: the minimum-norm solution of $R^T\mu = M(\dot q^+ - \dot q^-)$ over the
+        projection's rows $R$, restricted to the `active` contacts' rows."""
+        cs, k = motion.cs, active.shape[0]
+        G = jnp.where(active[:, None], cs.G, 0.0)
+        M, R, _ = self._velocity_rows(
+            motion.t, motion.q, motion.qd, G, jnp.zeros(k, motion.qd.dtype), stuck
+        )
+        mu = pinv_solve(R.T, (M @ (qd_plus - motion.qd))[:, None])[:, 0]
+        m = R.shape[0] - k - (k if self.field.friction is not None else 0)
+        return mu[m : m + k]
 
     def _apply_impulse(self, c: _Carry, now) -> _Carry:
         if self.impulses is None:
@@ -325,7 +407,8 @@ class HybridIntegration(eqx.Module):
             bad = jnp.any(invalid_coefficients(fs))
             code = RESULTS.where(bad, RESULTS.invalid_friction, code)
         motion = _Motion(self, t, q, qd, cs)
-        engaged = law.initial_engaged(engaged, sliding, motion)
+        engaged, solved = law.initial_engaged(engaged, sliding, motion)
+        code = RESULTS.where(solved, code, RESULTS.contact_unsolved)
         if field.friction is not None:
             sliding, qd = field.friction.settle(engaged, sliding, engaged, motion)
         sliding = jnp.where(engaged, sliding, 0).astype(jnp.int32)
@@ -359,6 +442,7 @@ class HybridIntegration(eqx.Module):
             saved_qd=nan,
             saved_mode=saved_mode,
             log=EventLog.empty(self.max_events, q0.dtype),
+            events=jnp.zeros((), jnp.int32),
             result=code,
             done=refused,
             steps=jnp.zeros((), jnp.int32),

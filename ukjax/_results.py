@@ -39,6 +39,8 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
     - `max_events_reached`: a hybrid run needed more events than `max_events`.
     - `servo_infeasible`: the actuators cannot realise a servo-constraint.
     - `invalid_friction`: friction coefficients with $\mu_s < \mu_k$, $\mu_k < 0$ or NaN.
+    - `contact_unsolved`: the complementarity problem of the contacts at an event (which
+      contacts push, which impulses) has no solution within the pivot bound.
     - `step_size_collapsed`: an adaptive step shrank to the round-off of $t$ (every step
       ahead was rejected) and no check names a cause.
 
@@ -123,6 +125,13 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "leaving its domain, a NaN parameter), or run with check=True to have ukjax name a "
         "failing check."
     )
+    contact_unsolved = (
+        "ukjax: the contacts at an event could not be resolved: the complementarity problem "
+        "of their impulses (or forces) and normal speeds (or accelerations) has no solution "
+        "within the pivot bound (Painleve-type inconsistency of friction, or contacts whose "
+        "rows conflict with the bilateral constraints). Check the contact functions "
+        "(System.unilateral) and the friction coefficients near this state."
+    )
 
 
 NAMES = (
@@ -152,6 +161,7 @@ NAMES = (
     "servo_infeasible",
     "invalid_friction",
     "step_size_collapsed",
+    "contact_unsolved",
 )
 """The result codes by integer value (0 = successful), as stored by :func:`ukjax.sweep`."""
 

@@ -1,0 +1,286 @@
+"""Several contacts at once: impacts and persistent contacts decided jointly (a linear
+complementarity problem), simultaneity by physics, the event log.
+
+References written here: Housner's rocking block (Housner 1963, *The behavior of inverted
+pendulum structures during earthquakes*, Bull. Seismol. Soc. Am. 53) on a smooth floor as a
+one-degree-of-freedom minimal-coordinate model integrated by scipy (DOP853, rtol 1e-12) with
+its impact events, and the textbook outcomes of Newton's cradle."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+import ukjax
+from ukjax._complementarity import least_index_pivoting
+
+
+jax.config.update("jax_enable_x64", True)
+
+
+class Block(ukjax.System):
+    """A rectangular block (half-width b, half-height h) in the plane, q = (x, y, theta),
+    on a smooth floor: its two bottom corners are the contacts (0: left, 1: right)."""
+
+    mass: float = 1.0
+    b: float = 0.2
+    h: float = 0.6
+    g: float = 9.81
+
+    def mass_matrix(self, t, q):
+        inertia = self.mass * (self.b**2 + self.h**2) / 3
+        return jnp.diag(jnp.array([self.mass, self.mass, inertia]))
+
+    def forces(self, t, q, qd):
+        return jnp.array([0.0, -self.mass * self.g, 0.0])
+
+    def unilateral(self, t, q):
+        _, y, th = q
+        side = jnp.array([-1.0, 1.0])
+        return y + side * self.b * jnp.sin(th) - self.h * jnp.cos(th)
+
+
+class Line(ukjax.System):
+    """Balls of unit mass and radius r on a frictionless line (q: their centres)."""
+
+    n: int = 3
+    r: float = 0.1
+
+    def mass_matrix(self, t, q):
+        return jnp.eye(self.n)
+
+    def forces(self, t, q, qd):
+        return jnp.zeros(self.n)
+
+    def unilateral(self, t, q):
+        return q[1:] - q[:-1] - 2 * self.r
+
+
+class Cradle(ukjax.System):
+    """Newton's cradle: n pendulums of length L hung at spacing d (q: their angles), bobs of
+    radius r; contacts between neighbours."""
+
+    n: int = 3
+    L: float = 1.0
+    d: float = 0.2
+    r: float = 0.1
+    g: float = 9.81
+
+    def kinetic_energy(self, t, q, qd):
+        return 0.5 * self.L**2 * jnp.sum(qd**2)
+
+    def potential_energy(self, t, q):
+        return -self.g * self.L * jnp.sum(jnp.cos(q))
+
+    def unilateral(self, t, q):
+        x = self.d * jnp.arange(self.n) + self.L * jnp.sin(q)
+        y = -self.L * jnp.cos(q)
+        return jnp.hypot(x[1:] - x[:-1], y[1:] - y[:-1]) - 2 * self.r
+
+
+def _housner_ratio(b, h):
+    """theta' after / before an impact of the block on a smooth floor (no slip needed)."""
+    return (h**2 - 2 * b**2) / (h**2 + 4 * b**2)
+
+
+def _block_reference(b, h, g, th0, n_impacts):
+    """Impact times of the rocking block from rest at th0 > 0: one degree of freedom theta,
+    the pivot corner on the floor (x fixed: no horizontal force), y = h cos th + b |sin th|;
+    at theta = 0 the pivot moves to the other corner and theta' is scaled by Housner's ratio."""
+    inertia = (b**2 + h**2) / 3
+
+    def rhs(t, s):
+        th, w = s
+        sg = np.sign(th) if th != 0 else np.sign(w)  # the pivot: the corner on the floor
+        yp = -h * np.sin(th) + b * sg * np.cos(th)  # dy/dth
+        ypp = -h * np.cos(th) - b * sg * np.sin(th)
+        return [w, -(yp * ypp * w**2 + g * yp) / (yp**2 + inertia)]
+
+    def flat(t, s):
+        return s[0]
+
+    flat.terminal = True
+    t, s, times, direction = 0.0, [th0, 0.0], [], -1.0
+    for _ in range(n_impacts):
+        flat.direction = direction  # the return to theta = 0, not the departure from it
+        out = solve_ivp(rhs, (t, t + 10), s, method="DOP853", rtol=1e-12, atol=1e-14, events=flat)
+        t = float(out.t_events[0][0])
+        w = float(out.y_events[0][0][1]) * _housner_ratio(b, h)
+        times.append(t)
+        s, direction = [0.0, w], -np.sign(w)
+    return np.array(times)
+
+
+def _events(sol):
+    ev = sol.events
+    n = int(ev.count)
+    kinds = [ukjax.EVENT_KINDS[int(k)] for k in ev.kind[:n]]
+    return (
+        kinds,
+        np.asarray(ev.contact[:n]),
+        np.asarray(ev.time[:n]),
+        np.asarray(ev.speed_before[:n]),
+    )
+
+
+def test_least_index_pivoting_solves_a_small_lcp_exactly():
+    # a 3-contact LCP with a positive definite D: compare with enumeration of all 8 sets
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3, 3))
+    D = X @ X.T + 0.1 * np.eye(3)
+    for _ in range(20):
+        w0 = rng.normal(size=3)
+
+        def oracle(S, D=jnp.asarray(D), w0=jnp.asarray(w0)):
+            Dm = jnp.where(S[:, None] & S[None, :], D, jnp.eye(3))
+            z = jnp.linalg.solve(Dm, jnp.where(S, -w0, 0.0))
+            return z, w0 + D @ z
+
+        sol = least_index_pivoting(oracle, jnp.ones(3, bool), max_pivots=16)
+        assert bool(sol.solved)
+        z, w = np.asarray(sol.z), np.asarray(sol.w)
+        assert np.all(z >= -1e-12) and np.all(w >= -1e-12) and abs(z @ w) < 1e-12
+        found = []
+        for mask in range(8):
+            S = np.array([(mask >> i) & 1 for i in range(3)], bool)
+            zz = np.zeros(3)
+            if S.any():
+                zz[S] = np.linalg.solve(D[np.ix_(S, S)], -w0[S])
+            ww = w0 + D @ zz
+            if np.all(zz >= -1e-12) and np.all(ww[~S] >= -1e-12):
+                found.append(zz)
+        assert len(found) == 1  # a P-matrix: one solution
+        np.testing.assert_allclose(z, found[0], atol=1e-12)
+
+
+def test_rocking_block_transfers_its_pivot_with_housners_ratio():
+    # Housner's block released tilted: the old corner lifts at each impact (it would need a
+    # pulling impulse to stay), the block rocks on with theta'+/theta'- = (h^2 - 2b^2)/(h^2
+    # + 4b^2); between impacts it matches the minimal-coordinate reference
+    block, th0 = Block(), 0.15
+    q0 = jnp.array([0.0, block.b * np.sin(th0) + block.h * np.cos(th0), th0])
+    ts = jnp.linspace(0.0, 0.52, 6)
+    sol = ukjax.simulate(block, q0, jnp.zeros(3), ts, contact=ukjax.Impact(0.0), max_events=60)
+    assert sol.result == ukjax.RESULTS.successful
+    kinds, contacts, times, before = _events(sol)
+    assert kinds == ["impact"] * 5  # no release: the lifting corner is never pulled down
+    assert list(contacts) == [1, 0, 1, 0, 1]  # the corners take turns
+    ratio = _housner_ratio(block.b, block.h)
+    # at theta = 0 the impacting corner's speed is 2 b theta'
+    np.testing.assert_allclose(before[1:] / before[:-1], ratio, rtol=1e-8)
+    ref = _block_reference(block.b, block.h, block.g, th0, 5)
+    np.testing.assert_allclose(times, ref, rtol=0, atol=1e-9)
+
+
+def test_rocking_block_comes_to_rest_on_both_corners():
+    block, th0 = Block(), 0.15
+    q0 = jnp.array([0.0, block.b * np.sin(th0) + block.h * np.cos(th0), th0])
+    ts = jnp.linspace(0.0, 1.0, 3)
+    sol = ukjax.simulate(block, q0, jnp.zeros(3), ts, contact=ukjax.Impact(0.0), max_events=60)
+    assert sol.result == ukjax.RESULTS.successful
+    assert bool(jnp.all(sol.engaged[-1]))  # flat on the floor, both corners carry it
+    np.testing.assert_allclose(sol.q[-1], [0.0, block.h, 0.0], atol=1e-9)
+    np.testing.assert_allclose(sol.qd[-1], 0.0, atol=1e-9)
+    kinds, contacts, _, _ = _events(sol)
+    # a contact is released only after it was engaged (never a free one)
+    engaged = {0}  # it starts resting on the left corner
+    for kind, c in zip(kinds, contacts):
+        if kind == "release":
+            assert int(c) in engaged
+        engaged.add(int(c))
+
+
+def test_resting_block_starts_on_both_corners_and_one_corner_when_tilted():
+    block = Block()
+    flat = jnp.array([0.0, block.h, 0.0])
+    sol = ukjax.simulate(
+        block, flat, jnp.zeros(3), jnp.array([0.0, 0.5]), contact=ukjax.Impact(0.0)
+    )
+    assert bool(jnp.all(sol.engaged[0])) and int(sol.events.count) == 0
+    np.testing.assert_allclose(sol.q[-1], flat, atol=1e-12)
+    qdd, _, lam = ukjax.contact_forces(block, 0.0, flat, jnp.zeros(3), jnp.array([True, True]))
+    np.testing.assert_allclose(lam, [block.mass * block.g / 2] * 2, rtol=1e-12)
+
+
+@pytest.mark.parametrize("gap", [0.0, 1e-12])
+def test_newtons_cradle_on_a_line_passes_the_momentum_ball_by_ball(gap):
+    # balls 2 and 3 touch (or nearly): ball 1 hits at v = 1, e = 1. Sequential impacts give
+    # (0, 0, v); the touching contact does not close, so it does not share the first impact
+    q0 = jnp.array([-1.0, 0.0, 0.2 + gap])
+    qd0 = jnp.array([1.0, 0.0, 0.0])
+    sol = ukjax.simulate(Line(), q0, qd0, jnp.array([0.0, 2.0]), contact=ukjax.Impact(1.0))
+    assert sol.result == ukjax.RESULTS.successful
+    np.testing.assert_allclose(sol.qd[-1], [0.0, 0.0, 1.0], atol=1e-12)
+    kinds, contacts, times, _ = _events(sol)
+    assert kinds == ["impact", "impact"] and list(contacts) == [0, 1]
+    np.testing.assert_allclose(times[0], 0.8, atol=1e-12)
+
+
+def test_newtons_cradle_simultaneous_model_is_an_option():
+    # Impact(simultaneous=True): the touching contact shares the impact, the LCP of both:
+    # P12 = 4v/3, P23 = 2v/3 -> (-v/3, 2v/3, 2v/3), momentum and energy-consistent (e = 1 on
+    # the impacting contact, the touching one leaves at zero relative speed)
+    q0 = jnp.array([-1.0, 0.0, 0.2])
+    qd0 = jnp.array([1.0, 0.0, 0.0])
+    law = ukjax.Impact(1.0, simultaneous=True)
+    sol = ukjax.simulate(Line(), q0, qd0, jnp.array([0.0, 2.0]), contact=law)
+    np.testing.assert_allclose(sol.qd[-1], [-1 / 3, 2 / 3, 2 / 3], atol=1e-12)
+    np.testing.assert_allclose(jnp.sum(sol.qd[-1]), 1.0, atol=1e-12)
+
+
+def test_newtons_cradle_of_pendulums_sends_out_the_last_ball():
+    # three pendulums hung with 1e-9 gaps; the first is released from 0.3 rad. After the
+    # collisions the first two hang at rest (to the round-off of the event times) and the
+    # third swings out with the first's speed: (0, 0, v), not a simultaneous split
+    cradle = Cradle(d=0.2 + 1e-9)
+    q0 = jnp.array([-0.3, 0.0, 0.0])
+    ts = jnp.array([0.0, 0.6])
+    sol = ukjax.simulate(cradle, q0, jnp.zeros(3), ts, contact=ukjax.Impact(1.0))
+    assert sol.result == ukjax.RESULTS.successful
+    kinds, contacts, times, before = _events(sol)
+    assert kinds == ["impact", "impact"] and list(contacts) == [0, 1]
+    v = np.sqrt(2 * cradle.g / cradle.L * (1 - np.cos(0.3)))  # angular speed at the bottom
+    # just after the second impact: bob 3 carries all of it
+    t_mid = float(times[1]) + 1e-6
+    mid = ukjax.simulate(
+        cradle, q0, jnp.zeros(3), jnp.array([0.0, t_mid]), contact=ukjax.Impact(1.0)
+    )
+    # 1e-6 s after the impacts, gravity has changed the speeds by about g/L * 1e-9 * 1e-6
+    np.testing.assert_allclose(mid.qd[-1], [0.0, 0.0, v], atol=1e-8)
+
+
+@pytest.mark.slow  # compile-bound: two programs (vmap and the loop)
+def test_batch_equals_loop_for_rocking_blocks():
+    block = Block()
+    th0s = jnp.array([0.1, 0.15])
+    ts = jnp.linspace(0.0, 0.4, 5)
+
+    def run(th0):
+        q0 = jnp.array([0.0, block.b * jnp.sin(th0) + block.h * jnp.cos(th0), th0])
+        return ukjax.simulate(
+            block, q0, jnp.zeros(3), ts, contact=ukjax.Impact(0.0), max_events=30
+        ).q
+
+    batch = jax.vmap(run)(th0s)
+    for i in range(2):
+        np.testing.assert_allclose(batch[i], run(th0s[i]), rtol=0, atol=1e-12)
+
+
+@pytest.mark.slow  # compile-bound (reverse mode through the event loop)
+def test_gradient_through_a_pivot_transfer_matches_finite_differences():
+    # d theta(t)/d b just after the first impact, with the LCP choosing the new pivot
+    th0, t1 = 0.15, 0.25
+
+    def theta(b):
+        block = Block(b=b)
+        q0 = jnp.array([0.0, b * jnp.sin(th0) + block.h * jnp.cos(th0), th0])
+        sol = ukjax.simulate(
+            block, q0, jnp.zeros(3), jnp.array([0.0, t1]), contact=ukjax.Impact(0.0)
+        )
+        return sol.q[-1, 2]
+
+    g = float(jax.grad(theta)(0.2))
+    eps = 1e-6
+    fd = (float(theta(0.2 + eps)) - float(theta(0.2 - eps))) / (2 * eps)
+    np.testing.assert_allclose(g, fd, rtol=1e-5)
