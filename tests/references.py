@@ -478,3 +478,68 @@ class NFourBarKKT:
         K = np.block([[self.M, J.T], [J, np.zeros((m, m))]])
         sol = np.linalg.lstsq(K, np.concatenate([self.Q, gamma]), rcond=1e-10)[0]
         return np.concatenate([y[n:], sol[:n]])
+
+
+def housner_ratio(b, h):
+    """theta' after / before an impact of the block on a smooth floor (no slip needed)."""
+    return (h**2 - 2 * b**2) / (h**2 + 4 * b**2)
+
+
+def housner_rough_ratio(b, h):
+    """The same on a rough floor (the impacting corner sticks): 1 - (3/2) sin^2(alpha)."""
+    return 1.0 - 1.5 * b**2 / (b**2 + h**2)
+
+
+def rocking_block_reference(b, h, g, th0, n_impacts, rough=False, ts=None):
+    """Impact times of Housner's rocking block (half-width b, half-height h; Housner 1963)
+    released from rest at th0 > 0 (and, with `ts`, the tilt theta at those times): one
+    degree of freedom theta about the pivot corner, y = h cos th + b |sin th| the centre's
+    height. Smooth floor: the pivot slides (x fixed: no horizontal force); rough: the pivot
+    is fixed (inertia about it I + m(b^2 + h^2)). At theta = 0 the pivot moves to the other
+    corner and theta' is scaled by Housner's ratio. scipy DOP853, rtol 1e-12, with events."""
+    from scipy.integrate import solve_ivp
+
+    inertia = (b**2 + h**2) / 3
+    ratio = housner_rough_ratio(b, h) if rough else housner_ratio(b, h)
+
+    def rhs(t, s):
+        th, w = s
+        sg = np.sign(th) if th != 0 else np.sign(w)  # the pivot: the corner on the floor
+        yp = -h * np.sin(th) + b * sg * np.cos(th)  # dy/dth
+        ypp = -h * np.cos(th) - b * sg * np.sin(th)
+        if rough:
+            return [w, -g * yp / (inertia + b**2 + h**2)]
+        return [w, -(yp * ypp * w**2 + g * yp) / (yp**2 + inertia)]
+
+    def flat(t, s):
+        return s[0]
+
+    flat.terminal = True
+    t, s, times, direction, pieces = 0.0, [th0, 0.0], [], -1.0, []
+    for _ in range(n_impacts):
+        flat.direction = direction  # the return to theta = 0, not the departure from it
+        out = solve_ivp(
+            rhs,
+            (t, t + 10),
+            s,
+            method="DOP853",
+            rtol=1e-12,
+            atol=1e-14,
+            events=flat,
+            dense_output=True,
+        )
+        pieces.append((t, float(out.t_events[0][0]), out.sol))
+        t = float(out.t_events[0][0])
+        w = float(out.y_events[0][0][1]) * ratio
+        times.append(t)
+        s, direction = [0.0, w], -np.sign(w)
+        if ts is not None and t > np.max(ts):
+            break
+    if ts is None:
+        return np.array(times)
+    theta = np.full(len(ts), np.nan)
+    for start, end, dense in pieces:
+        inside = (np.asarray(ts) >= start) & (np.asarray(ts) <= end)
+        if inside.any():
+            theta[inside] = dense(np.asarray(ts)[inside])[0]
+    return np.array(times), theta

@@ -10,9 +10,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from scipy.integrate import solve_ivp
 
 import ukjax
+from references import housner_ratio, housner_rough_ratio, rocking_block_reference
 from ukjax._complementarity import least_index_pivoting
 
 
@@ -39,6 +39,43 @@ class Block(ukjax.System):
         _, y, th = q
         side = jnp.array([-1.0, 1.0])
         return y + side * self.b * jnp.sin(th) - self.h * jnp.cos(th)
+
+
+class RoughBlock(Block):
+    """The block on a rough floor: Coulomb friction mu at both corners (tangent rows: the
+    corners' horizontal velocities)."""
+
+    mu: float = 1.0
+
+    def friction(self, t, q):
+        _, _, th = q
+        side = jnp.array([-1.0, 1.0])
+        lever = -side * self.b * jnp.sin(th) + self.h * jnp.cos(th)
+        T = jnp.stack([jnp.ones(2), jnp.zeros(2), lever], axis=1)
+        return T, self.mu, self.mu
+
+
+class Disc(ukjax.System):
+    """A disc (mass m, radius r, inertia I) in the plane, q = (x, y, phi), above a rough
+    floor: contact g = y - r, slip velocity of the lowest point x' + r phi'."""
+
+    mass: float = 2.0
+    r: float = 0.5
+    inertia: float = 0.25  # m r^2 / 2
+    mu: float = 0.3
+    g: float = 9.81
+
+    def mass_matrix(self, t, q):
+        return jnp.diag(jnp.array([self.mass, self.mass, self.inertia]))
+
+    def forces(self, t, q, qd):
+        return jnp.array([0.0, -self.mass * self.g, 0.0])
+
+    def unilateral(self, t, q):
+        return q[1:2] - self.r
+
+    def friction(self, t, q):
+        return jnp.array([[1.0, 0.0, self.r]]), self.mu, self.mu
 
 
 class Line(ukjax.System):
@@ -79,39 +116,6 @@ class Cradle(ukjax.System):
         return jnp.hypot(x[1:] - x[:-1], y[1:] - y[:-1]) - 2 * self.r
 
 
-def _housner_ratio(b, h):
-    """theta' after / before an impact of the block on a smooth floor (no slip needed)."""
-    return (h**2 - 2 * b**2) / (h**2 + 4 * b**2)
-
-
-def _block_reference(b, h, g, th0, n_impacts):
-    """Impact times of the rocking block from rest at th0 > 0: one degree of freedom theta,
-    the pivot corner on the floor (x fixed: no horizontal force), y = h cos th + b |sin th|;
-    at theta = 0 the pivot moves to the other corner and theta' is scaled by Housner's ratio."""
-    inertia = (b**2 + h**2) / 3
-
-    def rhs(t, s):
-        th, w = s
-        sg = np.sign(th) if th != 0 else np.sign(w)  # the pivot: the corner on the floor
-        yp = -h * np.sin(th) + b * sg * np.cos(th)  # dy/dth
-        ypp = -h * np.cos(th) - b * sg * np.sin(th)
-        return [w, -(yp * ypp * w**2 + g * yp) / (yp**2 + inertia)]
-
-    def flat(t, s):
-        return s[0]
-
-    flat.terminal = True
-    t, s, times, direction = 0.0, [th0, 0.0], [], -1.0
-    for _ in range(n_impacts):
-        flat.direction = direction  # the return to theta = 0, not the departure from it
-        out = solve_ivp(rhs, (t, t + 10), s, method="DOP853", rtol=1e-12, atol=1e-14, events=flat)
-        t = float(out.t_events[0][0])
-        w = float(out.y_events[0][0][1]) * _housner_ratio(b, h)
-        times.append(t)
-        s, direction = [0.0, w], -np.sign(w)
-    return np.array(times)
-
-
 def _events(sol):
     ev = sol.events
     n = int(ev.count)
@@ -129,15 +133,19 @@ def test_least_index_pivoting_solves_a_small_lcp_exactly():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(3, 3))
     D = X @ X.T + 0.1 * np.eye(3)
-    for _ in range(20):
-        w0 = rng.normal(size=3)
 
-        def oracle(S, D=jnp.asarray(D), w0=jnp.asarray(w0)):
+    @jax.jit
+    def lcp(D, w0):
+        def oracle(S):
             Dm = jnp.where(S[:, None] & S[None, :], D, jnp.eye(3))
             z = jnp.linalg.solve(Dm, jnp.where(S, -w0, 0.0))
             return z, w0 + D @ z
 
-        sol = least_index_pivoting(oracle, jnp.ones(3, bool), max_pivots=16)
+        return least_index_pivoting(oracle, jnp.ones(3, bool), max_pivots=16)
+
+    for _ in range(20):
+        w0 = rng.normal(size=3)
+        sol = lcp(jnp.asarray(D), jnp.asarray(w0))
         assert bool(sol.solved)
         z, w = np.asarray(sol.z), np.asarray(sol.w)
         assert np.all(z >= -1e-12) and np.all(w >= -1e-12) and abs(z @ w) < 1e-12
@@ -166,11 +174,73 @@ def test_rocking_block_transfers_its_pivot_with_housners_ratio():
     kinds, contacts, times, before = _events(sol)
     assert kinds == ["impact"] * 5  # no release: the lifting corner is never pulled down
     assert list(contacts) == [1, 0, 1, 0, 1]  # the corners take turns
-    ratio = _housner_ratio(block.b, block.h)
+    ratio = housner_ratio(block.b, block.h)
     # at theta = 0 the impacting corner's speed is 2 b theta'
     np.testing.assert_allclose(before[1:] / before[:-1], ratio, rtol=1e-8)
-    ref = _block_reference(block.b, block.h, block.g, th0, 5)
+    ref = rocking_block_reference(block.b, block.h, block.g, th0, 5)
     np.testing.assert_allclose(times, ref, rtol=0, atol=1e-9)
+
+
+@pytest.mark.slow  # default-suite time (45 s, compile-bound); frictional impacts are in
+# the default suite through the spinning disc
+def test_rocking_block_on_a_rough_floor_loses_housners_fraction_per_impact():
+    # the impacting corner sticks (a sticking frictional impact), the old one lifts:
+    # theta'+/theta'- = 1 - (3/2) sin^2(alpha), tan(alpha) = b/h (Housner 1963); between
+    # impacts the block turns about a fixed corner
+    block, th0 = RoughBlock(), 0.15
+    q0 = jnp.array([0.0, block.b * np.sin(th0) + block.h * np.cos(th0), th0])
+    ts = jnp.linspace(0.0, 1.5, 4)
+    sol = ukjax.simulate(block, q0, jnp.zeros(3), ts, contact=ukjax.Impact(0.0), max_events=20)
+    assert sol.result == ukjax.RESULTS.successful
+    kinds, contacts, times, before = _events(sol)
+    assert kinds == ["impact"] * 3 and list(contacts) == [1, 0, 1]
+    ratio = housner_rough_ratio(block.b, block.h)
+    np.testing.assert_allclose(before[1:] / before[:-1], ratio, rtol=1e-8)
+    ref = rocking_block_reference(block.b, block.h, block.g, th0, 3, rough=True)
+    np.testing.assert_allclose(times, ref, rtol=0, atol=1e-9)
+    assert np.all(np.asarray(sol.sliding)[np.asarray(sol.engaged)] == 0)  # pivots stick
+
+
+@pytest.mark.parametrize("mu", [1.0, 0.05])
+def test_oblique_frictional_impact_of_a_spinning_disc(mu):
+    # a disc falls at vy = -4 with vx = 1 and backspin phi' = 6 (slip x' + r phi' = 4) onto a
+    # floor with e = 0.5. Closed forms: P_n = m (1 + e) |vy|; sticking needs P_t = -m_eff v_t
+    # (m_eff = 1/(1/m + r^2/I) = m/3), admissible if |P_t| <= mu P_n (mu = 1: sticks);
+    # otherwise a sliding impact P_t = -mu P_n sgn(v_t) (mu = 0.05). Free flight after it:
+    # x' and phi' are the post-impact values
+    disc = Disc(mu=mu)
+    m, r, inertia, e = disc.mass, disc.r, disc.inertia, 0.5
+    vx, vy, w = 1.0, -4.0, 6.0
+    y0 = disc.r + 0.2
+    t_hit = (-vy - np.sqrt(vy**2 - 2 * disc.g * 0.2)) / disc.g
+    sol = ukjax.simulate(
+        disc,
+        jnp.array([0.0, y0, 0.0]),
+        jnp.array([vx, vy, w]),
+        jnp.array([0.0, t_hit + 0.05]),
+        contact=ukjax.Impact(e),
+    )
+    assert sol.result == ukjax.RESULTS.successful
+    kinds, _, times, _ = _events(sol)
+    assert kinds == ["impact"]
+    vy_hit = vy - disc.g * float(times[0])
+    Pn = m * (1 + e) * abs(vy_hit)
+    vt = vx + r * w
+    Pt = -vt / (1 / m + r**2 / inertia)
+    if abs(Pt) > mu * Pn:
+        Pt = -mu * Pn * np.sign(vt)
+    else:
+        assert mu == 1.0  # the sticking case
+    vx_plus, w_plus = vx + Pt / m, w + r * Pt / inertia
+    np.testing.assert_allclose(sol.qd[-1, 0], vx_plus, rtol=1e-10)
+    np.testing.assert_allclose(sol.qd[-1, 2], w_plus, rtol=1e-10)
+    if mu == 1.0:
+        np.testing.assert_allclose(vx_plus + r * w_plus, 0.0, atol=1e-12)  # no slip after
+    # no energy gain at the impact (free flight after it: the energy is constant)
+    energy = lambda q, qd: (
+        0.5 * (m * (qd[0] ** 2 + qd[1] ** 2) + inertia * qd[2] ** 2) + m * disc.g * q[1]
+    )
+    assert float(energy(sol.q[-1], sol.qd[-1])) < float(energy(sol.q[0], sol.qd[0]))
 
 
 def test_rocking_block_comes_to_rest_on_both_corners():
@@ -229,6 +299,7 @@ def test_newtons_cradle_simultaneous_model_is_an_option():
     np.testing.assert_allclose(jnp.sum(sol.qd[-1]), 1.0, atol=1e-12)
 
 
+@pytest.mark.slow  # default-suite time; the line cradle covers the same logic by default
 def test_newtons_cradle_of_pendulums_sends_out_the_last_ball():
     # three pendulums hung with 1e-9 gaps; the first is released from 0.3 rad. After the
     # collisions the first two hang at rest (to the round-off of the event times) and the
@@ -284,3 +355,33 @@ def test_gradient_through_a_pivot_transfer_matches_finite_differences():
     eps = 1e-6
     fd = (float(theta(0.2 + eps)) - float(theta(0.2 - eps))) / (2 * eps)
     np.testing.assert_allclose(g, fd, rtol=1e-5)
+
+
+@pytest.mark.parametrize("backspin", [0.0, pytest.param(20.0, marks=pytest.mark.slow)])
+def test_sphere_launched_sliding_rolls_at_five_sevenths(backspin):
+    # a solid sphere (I = 2/5 m r^2) on a rough floor, launched at v0 with spin w0 (backspin
+    # > 0: the contact point moves forward at v0 + r w0). Kinetic friction decelerates the
+    # centre at mu g and spins the sphere at (5/2) mu g / r until the slip is zero at
+    # t* = 2 (v0 + r w0) / (7 mu g); then it rolls at (5 v0 - 2 r w0) / 7 with zero slip
+    # (5 v0 / 7 without spin; backwards with enough backspin: it comes back)
+    m, r, mu, v0 = 2.0, 0.5, 0.3, 3.0
+    sphere = Disc(mass=m, r=r, inertia=0.4 * m * r**2, mu=mu)
+    qd0 = jnp.array([v0, 0.0, backspin])
+    ts = jnp.linspace(0.0, 3.0, 7)
+    sol = ukjax.simulate(sphere, jnp.array([0.0, r, 0.0]), qd0, ts, contact=ukjax.Impact(0.0))
+    assert sol.result == ukjax.RESULTS.successful
+    kinds, _, times, _ = _events(sol)
+    t_star = 2 * (v0 + r * backspin) / (7 * mu * sphere.g)
+    assert kinds == ["stick"]
+    np.testing.assert_allclose(times[0], t_star, rtol=1e-10)
+    v_roll = (5 * v0 - 2 * r * backspin) / 7
+    after = np.asarray(ts) > t_star
+    np.testing.assert_allclose(np.asarray(sol.qd)[after, 0], v_roll, rtol=1e-10)
+    slip = np.asarray(sol.qd)[after, 0] + r * np.asarray(sol.qd)[after, 2]
+    assert np.max(np.abs(slip)) < 1e-12  # rolls: no creep
+    before = np.asarray(ts) < t_star
+    np.testing.assert_allclose(
+        np.asarray(sol.qd)[before, 0], v0 - mu * sphere.g * np.asarray(ts)[before], rtol=1e-10
+    )
+    if backspin:
+        assert v_roll < 0  # it comes back

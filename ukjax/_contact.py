@@ -201,7 +201,8 @@ class Impact(AbstractContact):
         r"""An approaching free contact impacts, with the free contacts that touch and close
         with it (class docstring); an engaged contact whose force reached zero is released.
         The impulses are the complementarity solution over the impacting and the engaged
-        contacts (stuck frictional contacts stay stuck through the jump); the contacts at
+        contacts (with the friction law's impulses where the system declares friction:
+        sticking or sliding impacts); the contacts at
         rest after it are engaged where their forces push. A free contact whose gap crosses
         zero by round-off without approaching is no event (kind `NONE`)."""
         free = ~engaged
@@ -215,14 +216,13 @@ class Impact(AbstractContact):
         persistent = impacting & self.persists(gd_plus)
         target = jnp.where(impacting & ~persistent, gd_plus, 0.0)
         held = engaged & ~trig  # an engaged contact that triggered: its force reached zero
-        stuck = held & (sliding == 0)
-        qd, lcp = motion.impact(impacting | held, target, stuck)
+        qd, lcp = motion.impact(impacting | held, target)
         rest = (impacting | held) & (target == 0.0)
         rest = rest & (motion.normal_speed(qd) <= self.speed_tol(g.dtype))
         after, supported = motion.supporting(qd, rest, jnp.where(held, sliding, 0))
         # the engaged contacts are held at zero normal speed (a no-op for those in the
         # impact's active set); the bouncing ones keep their targets
-        qd = motion.jump(lcp.active | after, jnp.where(after, 0.0, target), after & stuck)
+        qd = motion.jump(lcp.active | after, jnp.where(after, 0.0, target))
         kind = jnp.where(
             hit, EventKind.IMPACT, jnp.where(jnp.any(trig & engaged), EventKind.RELEASE, 0)
         )

@@ -102,18 +102,18 @@ class EventMotion(Protocol):
         """The velocity just before the event."""
         ...
 
-    def jump(self, rows_on: jax.Array, gd_target: jax.Array, stuck: jax.Array) -> jax.Array:
-        r"""The UK impulsive projection of `qd`: every bilateral velocity constraint kept,
-        the contacts in `rows_on` given the normal speeds `gd_target`
-        ($\nabla g_i\dot q^+ = \dot g_i^+$), and the `stuck` frictional contacts held at
-        zero tangential velocity."""
+    def jump(self, rows_on: jax.Array, gd_target: jax.Array) -> jax.Array:
+        r"""The impulsive jump of `qd`: every bilateral velocity constraint kept, the
+        contacts in `rows_on` given the normal speeds `gd_target` ($\dot g_i^+$), with the
+        friction law's impulses (sticking or sliding impacts) where the system declares
+        friction."""
         ...
 
-    def impact(self, candidates: jax.Array, gd_target: jax.Array, stuck: jax.Array) -> tuple:
-        r"""(velocity after, :class:`ukjax._complementarity.Complementarity`): the impulses
-        $P \ge 0$ on the `candidates` with post-impact normal speeds $\dot g^+ \ge$
-        `gd_target`, complementary, and the projection of `qd` with the rows that take
-        one (the `stuck` frictional contacts held through it)."""
+    def impact(self, candidates: jax.Array, gd_target: jax.Array) -> tuple:
+        r"""(velocity after, :class:`ukjax._complementarity.Complementarity`): the normal
+        impulses $P \ge 0$ on the `candidates` with post-impact normal speeds $\dot g^+
+        \ge$ `gd_target`, complementary, and the :meth:`jump` with the rows that take
+        one."""
         ...
 
     def supporting(

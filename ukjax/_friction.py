@@ -79,6 +79,23 @@ class AbstractFriction(eqx.Module):
         (:class:`RowSolve`); `A`, `b` hold the bilateral rows and then the k contact rows
         (:func:`frictional_solve`)."""
 
+    def impulse(self, solve: RowSolve, A, b, fs: FrictionState, active) -> FrictionalSolve:
+        r"""Coulomb friction on the impulses of an impact (the velocity jump
+        $\Delta\dot q$ solves the UK equation with no force, rows `A` and right-hand sides
+        `b` at the velocity level; `fs.Tdqd` holds the pre-impact slip $T\dot q^-$). Each
+        `active` contact sticks ($T_i\dot q^+ = 0$) when the tangential impulse that needs
+        stays within $\mu_sP_{n,i}$; otherwise it slides through the impact with the
+        impulse $-\mu_kP_{n,i}s_iT_i^T$, saturated in the direction sticking would need
+        ($s_i = -\operatorname{sgn}P_{t,i}$): a sticking or a sliding impact (Brach,
+        *Mechanical Impact Dynamics*, 1991, ch. 4; Glocker & Pfeiffer 1996, ch. 6)."""
+        k, n = fs.T.shape
+        none, zeros = jnp.zeros(n, A.dtype), jnp.zeros(k, A.dtype)
+        held = jnp.zeros(k, jnp.int32)
+        stick = frictional_solve(solve, none, A, b, None, fs, active, held, zeros)
+        slips = active & (jnp.abs(stick.tangential) > fs.mu_s * stick.normal)
+        sliding = jnp.where(slips, -sgn(stick.tangential), 0).astype(jnp.int32)
+        return frictional_solve(solve, none, A, b, None, fs, active, sliding, zeros)
+
     def event_value(self, engaged, sliding, fs: FrictionState, normal, tangential) -> jax.Array:
         """Per contact: a value whose downward zero crossing switches its friction mode;
         none (shape (0,)) for a law without events."""

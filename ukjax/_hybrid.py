@@ -43,14 +43,13 @@ import optimistix as optx
 
 from ._complementarity import least_index_pivoting, pivot_bound
 from ._contact import AbstractContact
-from ._dynamics import mass_matrix
+from ._dynamics import mass_matrix, row_solve
 from ._errors import code_error_if
 from ._events import EventKind, EventLog, entry_at
 from ._field import ContactState, Field, Mode, contact_state
-from ._friction import friction_state, invalid_coefficients, sliding_from_speed
-from ._impulse import Impulses, impulse_jump, project_velocity, velocity_rows
+from ._friction import friction_state, invalid_coefficients, multipliers, sliding_from_speed
+from ._impulse import Impulses, impulse_jump, velocity_rows
 from ._initial import AbstractInitialConditions
-from ._linalg import pinv_solve
 from ._results import RESULTS
 from ._stepping import Stepping
 from ._wrapped import probe_failures
@@ -80,30 +79,27 @@ class _Motion:
     def __init__(self, run: HybridIntegration, t, q, qd, cs: ContactState):
         self.run, self.t, self.q, self.qd, self.cs = run, t, q, qd, cs
 
-    def jump(self, rows_on, gd_target, stuck):
-        r"""UK impulsive projection with the bilateral rows, the contact rows in `rows_on`
-        ($\nabla g_i\dot q^+ = \nabla g_i\dot q^- + \dot g_i^+ - \dot g_i^-$) and, for
-        `stuck` frictional contacts, $T_i\dot q^+ = 0$ (they stay stuck through it)."""
-        cs = self.cs
-        G = jnp.where(rows_on[:, None], cs.G, 0.0)
-        c_contact = jnp.where(rows_on, cs.G @ self.qd + gd_target - cs.gd, 0.0)
-        return self.run.project(self.t, self.q, self.qd, G, c_contact, stuck)
+    def jump(self, rows_on, gd_target):
+        r"""The impulsive jump of `qd` with the contacts in `rows_on` given the normal speeds
+        `gd_target` ($\dot g_i^+$), every bilateral constraint kept, and the friction law's
+        impulses where the system declares friction."""
+        return self.run.impulsive(self.t, self.q, self.qd, rows_on, gd_target)[0]
 
     def normal_speed(self, qd):
         cs = self.cs
         return cs.G @ qd + (cs.gd - cs.G @ self.qd)
 
-    def impact(self, candidates, gd_target, stuck):
+    def impact(self, candidates, gd_target):
         fixed = _stopped(self)
         target = jax.lax.stop_gradient(gd_target)
 
         def oracle(active):
-            qd = fixed.jump(active, target, stuck & active)
-            return fixed.run.impulses_of(fixed, qd, active, stuck), fixed.normal_speed(qd) - target
+            qd, impulses = fixed.run.impulsive(fixed.t, fixed.q, fixed.qd, active, target)
+            return impulses, fixed.normal_speed(qd) - target
 
         k = candidates.shape[0]
         lcp = least_index_pivoting(oracle, candidates, pivot_bound(k))
-        return self.jump(lcp.active, gd_target, stuck & lcp.active), lcp
+        return self.jump(lcp.active, gd_target), lcp
 
     def supporting(self, qd, candidates, sliding):
         fixed, field = _stopped(self), self.run.field
@@ -344,44 +340,52 @@ class HybridIntegration(eqx.Module):
         lowest = jnp.argmin(jnp.where(crossing, values, jnp.inf))
         return jnp.where(jnp.any(crossing), lowest, jnp.argmin(values))
 
-    def _velocity_rows(self, t, q, qd, G, g_target, stuck):
-        """(M, rows, targets) of the impulsive projection (:meth:`project`)."""
+    def _velocity_rows(self, t, q, qd):
+        r"""(M, J, c, solve): the mass matrix, the bilateral velocity rows $J\dot q = c$ and
+        the run's UK solve of M (the one entry, :class:`ukjax._dynamics.RowSolve`)."""
         system = self.field.system
         M = mass_matrix(system, t, q, qd)
         J, r = velocity_rows(system, t, q, qd)
-        rows_, targets = [J, G], [J @ qd - r, g_target]
-        if self.field.friction is not None:
-            fs = friction_state(system, t, q, qd, stuck.shape[0])
-            rows_.append(jnp.where(stuck[:, None], fs.T, 0.0))
-            targets.append(jnp.zeros(stuck.shape[0], qd.dtype))
-        return M, jnp.concatenate(rows_), jnp.concatenate(targets)
+        return M, J, J @ qd - r, row_solve(system, M, self.field.uk_solver)
 
     def project(self, t, q, qd, G, g_target, stuck):
         r"""The velocity nearest `qd` (mass metric) with every bilateral velocity constraint
         met, the contact rows $G\dot q^+ = $ `g_target` and, for `stuck` frictional
-        contacts, $T_i\dot q^+ = 0$ (zero rows are ignored)."""
-        M, R, c = self._velocity_rows(t, q, qd, G, g_target, stuck)
-        return project_velocity(M, qd, R, c)
+        contacts, $T_i\dot q^+ = 0$ (zero rows are ignored): the UK equation for the jump
+        $\Delta\dot q$ with no force (Bajodah 2003, eqs 424-427)."""
+        _, J, c, solve = self._velocity_rows(t, q, qd)
+        rows_, targets = [J, G], [c, g_target]
+        if self.field.friction is not None:
+            fs = friction_state(self.field.system, t, q, qd, stuck.shape[0])
+            rows_.append(jnp.where(stuck[:, None], fs.T, 0.0))
+            targets.append(jnp.zeros(stuck.shape[0], qd.dtype))
+        R, c = jnp.concatenate(rows_), jnp.concatenate(targets)
+        return qd + solve(R, jnp.zeros_like(qd), c - R @ qd).qdd
 
-    def impulses_of(self, motion: _Motion, qd_plus, active, stuck) -> jax.Array:
-        r"""The contact impulses $P$ ((k,), > 0 pushing) of the jump from `motion.qd` to
-        `qd_plus`: the minimum-norm solution of $R^T\mu = M(\dot q^+ - \dot q^-)$ over the
-        projection's rows $R$, restricted to the `active` contacts' rows."""
-        cs, k = motion.cs, active.shape[0]
-        G = jnp.where(active[:, None], cs.G, 0.0)
-        M, R, _ = self._velocity_rows(
-            motion.t, motion.q, motion.qd, G, jnp.zeros(k, motion.qd.dtype), stuck
-        )
-        mu = pinv_solve(R.T, (M @ (qd_plus - motion.qd))[:, None])[:, 0]
-        m = R.shape[0] - k - (k if self.field.friction is not None else 0)
-        return mu[m : m + k]
+    def impulsive(self, t, q, qd, active, gd_target) -> tuple[jax.Array, jax.Array]:
+        r"""(velocity after, normal impulses (k,), > 0 pushing) of an impact on the `active`
+        contacts with post-impact normal speeds `gd_target`: the UK equation for the jump
+        with no force, the bilateral rows kept, and the friction law's impulses
+        (:meth:`ukjax.AbstractFriction.impulse`) where the system declares friction."""
+        _, J, c, solve = self._velocity_rows(t, q, qd)
+        cs, k = contact_state(self.field.system, t, q, qd), active.shape[0]
+        A = jnp.concatenate([J, jnp.where(active[:, None], cs.G, 0.0)])
+        b = jnp.concatenate([c - J @ qd, jnp.where(active, gd_target - cs.gd, 0.0)])
+        m = J.shape[0]
+        if self.field.friction is None:
+            terms = solve(A, jnp.zeros_like(qd), b)
+            return qd + terms.qdd, multipliers(A, terms)[m : m + k]
+        fs = friction_state(self.field.system, t, q, qd, k)
+        fs = eqx.tree_at(lambda f: f.Tdqd, fs, fs.vt)  # stick: T dqd = -T qd-
+        fr = self.field.friction.impulse(solve, A, b, fs, active)
+        return qd + fr.terms.qdd, fr.normal
 
     def _apply_impulse(self, c: _Carry, now) -> _Carry:
         if self.impulses is None:
             return c
         k = jnp.minimum(c.next_impulse, self.impulses.times.shape[0] - 1)
         value = self.impulses.values[k].astype(c.q.dtype)
-        qd = impulse_jump(self.field.system, c.t, c.q, c.qd, value)
+        qd = impulse_jump(self.field.system, c.t, c.q, c.qd, value, self.field.uk_solver)
         qd = jnp.where(now, qd, c.qd)
         log = c.log.record(c.t, EventKind.IMPULSE, -1, jnp.nan, jnp.nan)
         log = jax.tree_util.tree_map(lambda a, b: jnp.where(now, a, b), log, c.log)

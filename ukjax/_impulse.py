@@ -21,10 +21,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._dynamics import mass_matrix
-from ._linalg import weighted_pinv_solve
+from ._dynamics import mass_matrix, row_solve
 from ._residuals import velocity_level
 from ._system import System, as_time, check_state, floatify
+from ._uk_solvers import Regularized
 
 
 def velocity_rows(system: System, t, q, qd) -> tuple[jax.Array, jax.Array]:
@@ -34,20 +34,14 @@ def velocity_rows(system: System, t, q, qd) -> tuple[jax.Array, jax.Array]:
     return jax.jacfwd(f)(qd), f(qd)
 
 
-def project_velocity(M, w, J, c) -> jax.Array:
-    r"""$w - A_M^+(Jw - c)$: the velocity nearest $w$ in the $M$ metric with $J\dot q = c$."""
-    if J.shape[0] == 0:
-        return w
-    L = jnp.linalg.cholesky(M)
-    return w - weighted_pinv_solve(L, J, (J @ w - c)[:, None])[:, 0]
-
-
-def impulse_jump(system: System, t, q, qd, impulse) -> jax.Array:
-    """$\\dot q^+$ for validated inputs (see :func:`apply_impulse`)."""
+def impulse_jump(system: System, t, q, qd, impulse, uk_solver=None) -> jax.Array:
+    """$\\dot q^+$ for validated inputs (see :func:`apply_impulse`): the UK equation for the
+    jump $\\Delta\\dot q$ with the force `impulse` and the rows $J\\Delta\\dot q = c - J\\dot q^-$
+    (the run's `uk_solver`; default :class:`ukjax.Regularized`)."""
     M = mass_matrix(system, t, q, qd)
     J, r = velocity_rows(system, t, q, qd)
-    w = qd + jnp.linalg.solve(M, impulse)
-    return project_velocity(M, w, J, J @ qd - r)
+    solve = row_solve(system, M, Regularized() if uk_solver is None else uk_solver)
+    return qd + solve(J, impulse, -r).qdd
 
 
 def apply_impulse(
