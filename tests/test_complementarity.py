@@ -232,6 +232,9 @@ def test_oblique_frictional_impact_of_a_spinning_disc(mu):
     else:
         assert mu == 1.0  # the sticking case
     vx_plus, w_plus = vx + Pt / m, w + r * Pt / inertia
+    # the log records the impulses the contact took (normal, and friction along T)
+    np.testing.assert_allclose(sol.events.normal_impulse[0], Pn, rtol=1e-10)
+    np.testing.assert_allclose(sol.events.tangential_impulse[0], Pt, rtol=1e-10)
     np.testing.assert_allclose(sol.qd[-1, 0], vx_plus, rtol=1e-10)
     np.testing.assert_allclose(sol.qd[-1, 2], w_plus, rtol=1e-10)
     if mu == 1.0:
@@ -285,6 +288,7 @@ def test_newtons_cradle_on_a_line_passes_the_momentum_ball_by_ball(gap):
     kinds, contacts, times, _ = _events(sol)
     assert kinds == ["impact", "impact"] and list(contacts) == [0, 1]
     np.testing.assert_allclose(times[0], 0.8, atol=1e-12)
+    np.testing.assert_allclose(sol.events.normal_impulse[:2], [1.0, 1.0], rtol=1e-12)  # m v
 
 
 def test_newtons_cradle_simultaneous_model_is_an_option():

@@ -78,31 +78,40 @@ def least_index_pivoting(
     $\sqrt\varepsilon$) of the largest $|w|$ with nothing active and of the current
     largest $|z|$. Runs inside `jit` and `vmap` (a `lax.while_loop`)."""
     k = candidates.shape[0]
-    z0, w0 = oracle(jnp.zeros(k, bool))
     if k == 0:
-        return Complementarity(candidates, z0, w0, jnp.asarray(True))
-    dtype = w0.dtype
+        z, w = oracle(candidates)
+        return Complementarity(candidates, z, w, jnp.asarray(True))
+    # One trace of the oracle: each pass evaluates the current guess, then pivots on it.
+    zeros = jnp.zeros(k, bool)
+    z_like, w_like = jax.eval_shape(oracle, zeros)
+    dtype = w_like.dtype
     tol = float(jnp.finfo(dtype).eps) ** 0.5 if rtol is None else rtol
     tiny = jnp.finfo(dtype).tiny
-    w_tol = tol * jnp.maximum(jnp.max(jnp.where(candidates, jnp.abs(w0), 0.0), initial=0.0), tiny)
 
-    def infeasible(active, z, w):
+    def infeasible(active, z, w, w_tol):
         z_tol = tol * jnp.maximum(jnp.max(jnp.abs(z), initial=0.0), tiny)
-        bad = jnp.where(active, z < -z_tol, w < -w_tol)
-        return candidates & bad
-
-    def cond(c):
-        active, z, w, pivots = c
-        return jnp.any(infeasible(active, z, w)) & (pivots < max_pivots)
+        return candidates & jnp.where(active, z < -z_tol, w < -w_tol)
 
     def body(c):
-        active, z, w, pivots = c
-        i = jnp.argmax(infeasible(active, z, w))  # the least infeasible index
-        active = active ^ (jnp.arange(k) == i)
+        active, _, _, w_tol, pivots, _ = c
         z, w = oracle(active)
-        return active, z, w, pivots + 1
+        # the scale of the rates: their size with nothing active (the first pass)
+        scale = jnp.max(jnp.where(candidates, jnp.abs(w), 0.0), initial=0.0)
+        w_tol = jnp.where(pivots == 0, tol * jnp.maximum(scale, tiny), w_tol)
+        bad = infeasible(active, z, w, w_tol)
+        done = ~jnp.any(bad) | (pivots > max_pivots)
+        flip = (jnp.arange(k) == jnp.argmax(bad)) & ~done  # the least infeasible index
+        return active ^ flip, z, w, w_tol, pivots + 1, done
 
-    start = (jnp.zeros(k, bool), z0, w0, jnp.zeros((), jnp.int32))
-    active, z, w, _ = jax.lax.while_loop(cond, body, start)
-    solved = ~jnp.any(infeasible(active, z, w))
+    zero = jnp.zeros((), dtype)
+    start = (
+        zeros,
+        jnp.zeros(z_like.shape, z_like.dtype),
+        jnp.zeros(w_like.shape, dtype),
+        zero,
+        jnp.zeros((), jnp.int32),
+        jnp.asarray(False),
+    )
+    active, z, w, w_tol, _, _ = jax.lax.while_loop(lambda c: ~c[5], body, start)
+    solved = ~jnp.any(infeasible(active, z, w, w_tol))
     return Complementarity(active, jnp.where(active, z, 0.0), w, solved)

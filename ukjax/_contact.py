@@ -37,7 +37,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._events import EventKind, EventMotion
+from ._events import EventKind, EventMotion, Switched
 
 
 def _arr(x, like):
@@ -76,17 +76,17 @@ class AbstractContact(eqx.Module):
         candidates of :meth:`initial_mode` (by default all of them)."""
         return engaged, jnp.asarray(True)
 
-    def switch(
-        self, trig, engaged, sliding, g, gd, motion: EventMotion
-    ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    def switch(self, trig, engaged, sliding, g, gd, motion: EventMotion) -> Switched:
         """The event of contact `trig` (a one-hot (k,) mask) at a state with contact values
-        `g`, rates `gd` and modes `engaged`, `sliding`: (new `engaged`, the velocity after
-        the event, its :class:`ukjax.EventKind`, whether the event could be resolved). By
-        default the triggering contact toggles between free and engaged and the velocity
-        is kept (a compliant law)."""
+        `g`, rates `gd` and modes `engaged`, `sliding`: the new modes, the velocity after
+        the event, its :class:`ukjax.EventKind`, whether it could be resolved and the
+        contacts' impulses (:class:`ukjax._events.Switched`). By default the triggering
+        contact toggles between free and engaged and the velocity is kept (a compliant
+        law)."""
         engaged = jnp.where(trig, ~engaged, engaged)
         kind = jnp.where(jnp.any(trig & engaged), EventKind.ENGAGE, EventKind.RELEASE)
-        return engaged, motion.qd, kind, jnp.asarray(True)
+        none = jnp.zeros_like(g)
+        return Switched(engaged, motion.qd, kind, jnp.asarray(True), none, none)
 
 
 class Impact(AbstractContact):
@@ -216,17 +216,18 @@ class Impact(AbstractContact):
         persistent = impacting & self.persists(gd_plus)
         target = jnp.where(impacting & ~persistent, gd_plus, 0.0)
         held = engaged & ~trig  # an engaged contact that triggered: its force reached zero
-        qd, lcp = motion.impact(impacting | held, target)
+        lcp = motion.impact(impacting | held, target)
+        qd, _, _ = motion.jump(lcp.active, target)
         rest = (impacting | held) & (target == 0.0)
-        rest = rest & (motion.normal_speed(qd) <= self.speed_tol(g.dtype))
+        rest = rest & (lcp.w <= self.speed_tol(g.dtype))  # w: the normal speed after it
         after, supported = motion.supporting(qd, rest, jnp.where(held, sliding, 0))
         # the engaged contacts are held at zero normal speed (a no-op for those in the
         # impact's active set); the bouncing ones keep their targets
-        qd = motion.jump(lcp.active | after, jnp.where(after, 0.0, target))
+        qd, normal, tangential = motion.jump(lcp.active | after, jnp.where(after, 0.0, target))
         kind = jnp.where(
             hit, EventKind.IMPACT, jnp.where(jnp.any(trig & engaged), EventKind.RELEASE, 0)
         )
-        return after, qd, kind, lcp.solved & supported
+        return Switched(after, qd, kind, lcp.solved & supported, normal, tangential)
 
 
 class ContactDynamics(AbstractContact):

@@ -3,7 +3,7 @@ r"""The event record of a hybrid run: what happened, when, and at which contact.
 from __future__ import annotations
 
 import enum
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import equinox as eqx
 import jax
@@ -59,6 +59,9 @@ class EventLog(eqx.Module):
     - `contact`: (E,) the contact that triggered it (-1 for a prescribed impulse).
     - `speed_before`, `speed_after`: (E,) $\dot g$ of that contact just before and after
       (for `STICK` / `SLIP`: its tangential velocity $T_i\dot q$).
+    - `normal_impulse`, `tangential_impulse`: (E,) the impulses that contact took at an
+      `IMPACT` (N·s, normal > 0 pushing; tangential: the friction impulse along its tangent
+      row), 0 for the other kinds, NaN for an unused entry.
 
     E is `max_events` of :func:`ukjax.simulate`; under `vmap` every field gains a batch axis.
     """
@@ -69,15 +72,19 @@ class EventLog(eqx.Module):
     speed_before: jax.Array
     speed_after: jax.Array
     count: jax.Array
+    normal_impulse: jax.Array
+    tangential_impulse: jax.Array
 
     @classmethod
     def empty(cls, size: int, dtype) -> EventLog:
         nan = jnp.full((size,), jnp.nan, dtype)
         ints = jnp.zeros((size,), jnp.int32)
         kinds = jnp.full((size,), EventKind.NONE, jnp.int32)
-        return cls(nan, kinds, ints - 1, nan, nan, jnp.zeros((), jnp.int32))
+        return cls(nan, kinds, ints - 1, nan, nan, jnp.zeros((), jnp.int32), nan, nan)
 
-    def record(self, time, kind, contact, before, after) -> EventLog:
+    def record(
+        self, time, kind, contact, before, after, normal: Any = 0.0, tangential: Any = 0.0
+    ) -> EventLog:
         """The log with one more entry (dropped when the log is full)."""
         i = self.count
         put = lambda arr, v: arr.at[i].set(jnp.asarray(v, arr.dtype), mode="drop")
@@ -88,7 +95,20 @@ class EventLog(eqx.Module):
             put(self.speed_before, before),
             put(self.speed_after, after),
             jnp.minimum(i + 1, self.time.shape[0]),
+            put(self.normal_impulse, normal),
+            put(self.tangential_impulse, tangential),
         )
+
+
+class Switched(NamedTuple):
+    """What a contact law's :meth:`~ukjax.AbstractContact.switch` returns."""
+
+    engaged: jax.Array  # (k,) the contacts engaged after the event
+    qd: jax.Array  # (n,) the velocity after it
+    kind: jax.Array  # () its EventKind (NONE: no event, not recorded)
+    solved: jax.Array  # () whether the event could be resolved
+    normal_impulse: jax.Array  # (k,) each contact's normal impulse (0 without a jump)
+    tangential_impulse: jax.Array  # (k,) each contact's friction impulse
 
 
 class EventMotion(Protocol):
@@ -102,18 +122,18 @@ class EventMotion(Protocol):
         """The velocity just before the event."""
         ...
 
-    def jump(self, rows_on: jax.Array, gd_target: jax.Array) -> jax.Array:
-        r"""The impulsive jump of `qd`: every bilateral velocity constraint kept, the
-        contacts in `rows_on` given the normal speeds `gd_target` ($\dot g_i^+$), with the
-        friction law's impulses (sticking or sliding impacts) where the system declares
-        friction."""
+    def jump(self, rows_on: jax.Array, gd_target: jax.Array) -> tuple:
+        r"""(velocity after, normal impulses (k,), tangential impulses (k,)): the impulsive
+        jump of `qd`, every bilateral velocity constraint kept, the contacts in `rows_on`
+        given the normal speeds `gd_target` ($\dot g_i^+$), with the friction law's
+        impulses (sticking or sliding impacts) where the system declares friction."""
         ...
 
-    def impact(self, candidates: jax.Array, gd_target: jax.Array) -> tuple:
-        r"""(velocity after, :class:`ukjax._complementarity.Complementarity`): the normal
-        impulses $P \ge 0$ on the `candidates` with post-impact normal speeds $\dot g^+
-        \ge$ `gd_target`, complementary, and the :meth:`jump` with the rows that take
-        one."""
+    def impact(self, candidates: jax.Array, gd_target: jax.Array) -> Any:
+        r"""The :class:`ukjax._complementarity.Complementarity` of an impact: the normal
+        impulses $P \ge 0$ on the `candidates` (`z`) with post-impact normal speeds
+        $\dot g^+ \ge$ `gd_target` (`w` = $\dot g^+ -$ `gd_target`), complementary; the
+        rows that take one are its `active` set (then :meth:`jump`)."""
         ...
 
     def supporting(

@@ -80,10 +80,11 @@ class _Motion:
         self.run, self.t, self.q, self.qd, self.cs = run, t, q, qd, cs
 
     def jump(self, rows_on, gd_target):
-        r"""The impulsive jump of `qd` with the contacts in `rows_on` given the normal speeds
-        `gd_target` ($\dot g_i^+$), every bilateral constraint kept, and the friction law's
-        impulses where the system declares friction."""
-        return self.run.impulsive(self.t, self.q, self.qd, rows_on, gd_target)[0]
+        r"""(velocity, normal impulses, tangential impulses) of the impulsive jump of `qd`
+        with the contacts in `rows_on` given the normal speeds `gd_target` ($\dot g_i^+$),
+        every bilateral constraint kept, and the friction law's impulses where the system
+        declares friction."""
+        return self.run.impulsive(self.t, self.q, self.qd, rows_on, gd_target)
 
     def normal_speed(self, qd):
         cs = self.cs
@@ -94,12 +95,11 @@ class _Motion:
         target = jax.lax.stop_gradient(gd_target)
 
         def oracle(active):
-            qd, impulses = fixed.run.impulsive(fixed.t, fixed.q, fixed.qd, active, target)
+            qd, impulses, _ = fixed.run.impulsive(fixed.t, fixed.q, fixed.qd, active, target)
             return impulses, fixed.normal_speed(qd) - target
 
         k = candidates.shape[0]
-        lcp = least_index_pivoting(oracle, candidates, pivot_bound(k))
-        return self.jump(lcp.active, gd_target), lcp
+        return least_index_pivoting(oracle, candidates, pivot_bound(k))
 
     def supporting(self, qd, candidates, sliding):
         fixed, field = _stopped(self), self.run.field
@@ -294,8 +294,11 @@ class HybridIntegration(eqx.Module):
         cs = contact_state(field.system, c.t, c.q, c.qd)
         motion = _Motion(self, c.t, c.q, c.qd, cs)
         trig = jnp.arange(k) == first
-        engaged, qd, kind, solved = self.law.switch(
-            trig, c.mode.engaged, c.mode.sliding, cs.g, cs.gd, motion
+        sw = self.law.switch(trig, c.mode.engaged, c.mode.sliding, cs.g, cs.gd, motion)
+        engaged, qd, kind, solved = sw.engaged, sw.qd, sw.kind, sw.solved
+        normal, tangential = (
+            entry_at(trig, sw.normal_impulse),
+            entry_at(trig, sw.tangential_impulse),
         )
         after = contact_state(field.system, c.t, c.q, qd).gd
         before, after = entry_at(trig, cs.gd), entry_at(trig, after)
@@ -312,6 +315,8 @@ class HybridIntegration(eqx.Module):
                 after = jnp.where(on_friction, f_after, after)
                 engaged = jnp.where(on_friction, c.mode.engaged, engaged)
                 solved = solved | on_friction
+                normal = jnp.where(on_friction, 0.0, normal)
+                tangential = jnp.where(on_friction, 0.0, tangential)
             fresh = engaged & ~c.mode.engaged
             moved = _Motion(self, c.t, c.q, qd, cs)
             sliding, qd = field.friction.settle(engaged, sliding, fresh, moved)
@@ -319,7 +324,7 @@ class HybridIntegration(eqx.Module):
             lambda new, old: jnp.where(hit, new, old), Mode(engaged, sliding), c.mode
         )
         qd = jnp.where(hit, qd, c.qd)
-        log = c.log.record(c.t, kind, first % max(k, 1), before, after)
+        log = c.log.record(c.t, kind, first % max(k, 1), before, after, normal, tangential)
         logged = hit & (kind != EventKind.NONE)
         log = jax.tree_util.tree_map(lambda a, b: jnp.where(logged, a, b), log, c.log)
         result = RESULTS.where(hit & ~solved, RESULTS.contact_unsolved, c.result)
@@ -362,8 +367,9 @@ class HybridIntegration(eqx.Module):
         R, c = jnp.concatenate(rows_), jnp.concatenate(targets)
         return qd + solve(R, jnp.zeros_like(qd), c - R @ qd).qdd
 
-    def impulsive(self, t, q, qd, active, gd_target) -> tuple[jax.Array, jax.Array]:
-        r"""(velocity after, normal impulses (k,), > 0 pushing) of an impact on the `active`
+    def impulsive(self, t, q, qd, active, gd_target) -> tuple[jax.Array, jax.Array, jax.Array]:
+        r"""(velocity after, normal impulses (k,), > 0 pushing, friction impulses (k,) along
+        the tangent rows) of an impact on the `active`
         contacts with post-impact normal speeds `gd_target`: the UK equation for the jump
         with no force, the bilateral rows kept, and the friction law's impulses
         (:meth:`ukjax.AbstractFriction.impulse`) where the system declares friction."""
@@ -374,11 +380,12 @@ class HybridIntegration(eqx.Module):
         m = J.shape[0]
         if self.field.friction is None:
             terms = solve(A, jnp.zeros_like(qd), b)
-            return qd + terms.qdd, multipliers(A, terms)[m : m + k]
+            normal = multipliers(A, terms)[m : m + k]
+            return qd + terms.qdd, normal, jnp.zeros_like(normal)
         fs = friction_state(self.field.system, t, q, qd, k)
         fs = eqx.tree_at(lambda f: f.Tdqd, fs, fs.vt)  # stick: T dqd = -T qd-
         fr = self.field.friction.impulse(solve, A, b, fs, active)
-        return qd + fr.terms.qdd, fr.normal
+        return qd + fr.terms.qdd, fr.normal, fr.tangential
 
     def _apply_impulse(self, c: _Carry, now) -> _Carry:
         if self.impulses is None:
