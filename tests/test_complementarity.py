@@ -389,3 +389,32 @@ def test_sphere_launched_sliding_rolls_at_five_sevenths(backspin):
     )
     if backspin:
         assert v_roll < 0  # it comes back
+
+
+@pytest.mark.slow  # two more compilations (float32)
+def test_float32_rocking_block_and_cradle():
+    # float32 (rtol 1e-6 by default): Housner's ratio to 1e-3, the cradle's outcome to 1e-6
+    with jax.enable_x64(False):
+        block, th0 = Block(), 0.15
+        q0 = jnp.array([0.0, block.b * np.sin(th0) + block.h * np.cos(th0), th0], jnp.float32)
+        sol = ukjax.simulate(
+            block,
+            q0,
+            jnp.zeros(3, jnp.float32),
+            jnp.linspace(0.0, 0.52, 6),
+            contact=ukjax.Impact(0.0),
+            max_events=60,
+        )
+        assert sol.q.dtype == jnp.float32 and sol.result == ukjax.RESULTS.successful
+        kinds, contacts, _, before = _events(sol)
+        assert kinds == ["impact"] * 5 and list(contacts) == [1, 0, 1, 0, 1]
+        ratio = housner_ratio(block.b, block.h)
+        np.testing.assert_allclose(before[1:] / before[:-1], ratio, rtol=1e-3)
+        line = ukjax.simulate(
+            Line(),
+            jnp.array([-1.0, 0.0, 0.2], jnp.float32),
+            jnp.array([1.0, 0.0, 0.0], jnp.float32),
+            jnp.array([0.0, 2.0], jnp.float32),
+            contact=ukjax.Impact(1.0),
+        )
+        np.testing.assert_allclose(line.qd[-1], [0.0, 0.0, 1.0], atol=1e-6)

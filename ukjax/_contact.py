@@ -21,7 +21,9 @@ $\varphi \le 0$ for the admissible side):
 - :class:`Impact`: rigid contact with Newton restitution, an impulsive velocity jump at
   $g_i = 0$ (the UK impulsive projection, :func:`ukjax.apply_impulse`), and a
   **persistent** (engaged, $\ddot g_i = 0$) contact once the rebound speed is below
-  `persist_below`, released when its UK contact force would pull.
+  `persist_below`, released when its UK contact force would pull. Which contacts take an
+  impulse, and which stay engaged, is decided jointly for all of them (a complementarity
+  problem, :mod:`ukjax._complementarity`).
 - :class:`ContactDynamics`: the thesis's compliant activation (§5.4): free while
   $g \ge -\delta$, then $\ddot g + c\,\dot g + k\,g = 0$ is imposed.
 - :class:`HuntCrossley`: the continuous impact law (§5.6), $m\ddot x + \lambda x^n\dot x +
