@@ -543,3 +543,44 @@ def rocking_block_reference(b, h, g, th0, n_impacts, rough=False, ts=None):
         if inside.any():
             theta[inside] = dense(np.asarray(ts)[inside])[0]
     return np.array(times), theta
+
+
+def ball_slide_then_roll(R, g, mu, v0, w0, t):
+    """A homogeneous ball on a rough table (Routh 1905, sec. 243): centre velocity and spin
+    (v, w) at time t from (v0, w0) (3-vectors, v0[2] = 0). The slip u = v + w x (-R z) shrinks
+    along a fixed line, u(t) = u0 (1 - t / t*), t* = 2|u0| / (7 mu g); then it rolls.
+    Returns (v, w, t*)."""
+    v0, w0 = np.asarray(v0, float), np.asarray(w0, float)
+    u0 = v0[:2] + R * np.array([-w0[1], w0[0]])
+    speed = np.linalg.norm(u0)
+    t_star = 2 * speed / (7 * mu * g)
+    s = min(t, t_star)
+    a = -mu * g * u0 / speed  # the centre's deceleration, opposite the slip
+    v = v0.copy()
+    v[:2] += a * s
+    # I dw/dt = r x F, r = -R z, F = m a: dw = (5 / (2 R)) (a_y, -a_x, 0) s
+    w = w0 + (5.0 / (2.0 * R)) * np.array([a[1], -a[0], 0.0]) * s
+    return v, w, t_star
+
+
+def incline_slide_reference(alpha, g, mu, v0, t_end):
+    """A particle sliding on a plane inclined at alpha with kinetic friction mu (slip speed
+    never reaching zero before t_end or the stop), in plane coordinates (down the slope,
+    across it): m v' = m g sin(alpha) e_1 - mu m g cos(alpha) v / |v|, by scipy DOP853
+    (rtol 1e-12) with a terminal event where |v| reaches 1e-9 (the stop).
+    Returns (t_stop or None, position (2,) at the stop or t_end)."""
+    from scipy.integrate import solve_ivp
+
+    def rhs(t, y):
+        v = y[2:]
+        a = np.array([g * np.sin(alpha), 0.0]) - mu * g * np.cos(alpha) * v / np.linalg.norm(v)
+        return np.concatenate([v, a])
+
+    def stopped(t, y):
+        return np.linalg.norm(y[2:]) - 1e-9
+
+    stopped.terminal = True
+    y0 = np.concatenate([np.zeros(2), np.asarray(v0, float)])
+    sol = solve_ivp(rhs, (0.0, t_end), y0, method="DOP853", rtol=1e-12, atol=1e-14, events=stopped)
+    t_stop = sol.t_events[0][0] if sol.t_events[0].size else None
+    return t_stop, sol.y[:2, -1]

@@ -282,9 +282,9 @@ class _NoContacts(FrictionBlock):
         return None
 
 
-class _Cone(FrictionBlock):
+class _ThreeRows(FrictionBlock):
     def friction(self, t, q):
-        return jnp.zeros((1, 2, 2)), 0.5, 0.5
+        return jnp.zeros((1, 3, 2)), 0.5, 0.5
 
 
 class _WrongRows(FrictionBlock):
@@ -296,8 +296,8 @@ class _WrongRows(FrictionBlock):
     "system, match",
     [
         (_NoContacts(), "declares friction but no unilateral"),
-        (_Cone(), "only planar contact"),
-        (_WrongRows(), r"T must have shape \(1, 1, 2\)"),
+        (_ThreeRows(), r"d = 2 \(3-D: two orthonormal tangent rows"),
+        (_WrongRows(), r"T must have shape \(1, d, 2\)"),
     ],
 )
 def test_malformed_friction_declarations_raise(system, match):

@@ -390,3 +390,28 @@ def test_contact_forces_and_friction_forces_take_the_same_arguments():
     np.testing.assert_array_equal(np.asarray(new[2]), np.asarray(old[2]))
     with pytest.raises(TypeError, match="two contact laws"):
         ukjax.contact_forces(*args, ukjax.Impact(), contact=ukjax.Impact())
+
+
+class _PastADisc(ukjax.System):
+    """A unit mass in the plane, no forces, and a fixed disc of radius 0.1 at (5, 0): the
+    gap |q - c| - 0.1 falls to zero and, past the disc, would rise again."""
+
+    def kinetic_energy(self, t, q, qd):
+        return 0.5 * qd @ qd
+
+    def unilateral(self, t, q):
+        return jnp.array([jnp.hypot(q[0] - 5.0, q[1]) - 0.1])
+
+
+def test_a_contact_approached_at_constant_speed_is_not_stepped_over():
+    """At constant speed the error estimate lets the steps grow without bound, and one
+    could carry the gap below zero and back unseen (diffrax checks step ends): the steps
+    are bounded by the predicted time to touch, so the particle hits the disc at 4.9 s."""
+    ts = jnp.linspace(0.0, 10.0, 3)
+    sol = ukjax.simulate(
+        _PastADisc(), jnp.zeros(2), jnp.array([1.0, 0.0]), ts, contact=ukjax.Impact(1.0)
+    )
+    assert int(sol.events.count) == 1
+    assert abs(float(sol.events.time[0]) - 4.9) < 1e-12
+    np.testing.assert_allclose(sol.qd[-1], [-1.0, 0.0], atol=1e-12)  # bounced straight back
+    np.testing.assert_allclose(sol.q[-1], [-0.2, 0.0], atol=1e-11)

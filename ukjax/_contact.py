@@ -222,7 +222,7 @@ class Impact(AbstractContact):
         qd, _, _ = motion.jump(lcp.active, target)
         rest = (impacting | held) & (target == 0.0)
         rest = rest & (lcp.w <= self.speed_tol(g.dtype))  # w: the normal speed after it
-        after, supported = motion.supporting(qd, rest, jnp.where(held, sliding, 0))
+        after, supported = motion.supporting(qd, rest, jnp.where(held[:, None], sliding, 0.0))
         # the engaged contacts are held at zero normal speed (a no-op for those in the
         # impact's active set); the bouncing ones keep their targets
         qd, normal, tangential = motion.jump(lcp.active | after, jnp.where(after, 0.0, target))

@@ -19,6 +19,8 @@ class EventKind(enum.IntEnum):
     - `IMPULSE`: a prescribed impulse (:class:`ukjax.Impulses`).
     - `STICK`, `SLIP`: a frictional contact sticks, or starts to slide or reverses
       (:class:`ukjax.Coulomb`).
+    - `LATCH`, `UNLATCH`: a latch engages (an inelastic grasp) or releases
+      (:meth:`ukjax.System.latches`).
 
     Example:
         >>> import ukjax
@@ -33,6 +35,8 @@ class EventKind(enum.IntEnum):
     IMPULSE = 4
     STICK = 5
     SLIP = 6
+    LATCH = 7
+    UNLATCH = 8
 
 
 EVENT_KINDS = tuple(kind.name.lower() for kind in EventKind)
@@ -55,13 +59,16 @@ class EventLog(eqx.Module):
       :data:`ukjax.EVENT_KINDS`): `IMPACT` (velocity jump at a contact), `ENGAGE` /
       `RELEASE` (a contact's mode changes without a jump), `IMPULSE` (a prescribed
       impulse), `STICK` / `SLIP` (a frictional contact sticks, or starts to slide or
-      reverses; :class:`ukjax.Coulomb`).
-    - `contact`: (E,) the contact that triggered it (-1 for a prescribed impulse).
+      reverses; :class:`ukjax.Coulomb`), `LATCH` / `UNLATCH` (a latch engages or
+      releases).
+    - `contact`: (E,) the contact that triggered it (-1 for a prescribed impulse; the
+      latch's index for `LATCH` / `UNLATCH`).
     - `speed_before`, `speed_after`: (E,) $\dot g$ of that contact just before and after
-      (for `STICK` / `SLIP`: its tangential velocity $T_i\dot q$).
+      (for `STICK` / `SLIP`: its tangential velocity $T_i\dot q$, in 3-D its norm; for
+      `LATCH` / `UNLATCH`: $|\dot\varphi_j|$ of the latch's rows).
     - `normal_impulse`, `tangential_impulse`: (E,) the impulses that contact took at an
       `IMPACT` (N·s, normal > 0 pushing; tangential: the friction impulse along its tangent
-      row), 0 for the other kinds, NaN for an unused entry.
+      row, in 3-D its magnitude), 0 for the other kinds, NaN for an unused entry.
 
     E is `max_events` of :func:`ukjax.simulate`; under `vmap` every field gains a batch axis.
     """

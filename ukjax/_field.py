@@ -38,7 +38,11 @@ from ._friction import (
     default_friction,
     friction_state,
     multipliers,
+    tangent_dim,
+    unit,
 )
+from ._latches import acceleration_rows, latch_state
+from ._latches import event_values as latch_event_values
 from ._residuals import as_rows, second_along_motion
 from ._results import RESULTS
 from ._stabilization import AbstractStabilization, NoStabilization
@@ -70,11 +74,15 @@ def contact_state(system: System, t, q, qd) -> ContactState:
 
 class Mode(eqx.Module):
     """The discrete state of a run with contacts: which contacts are `engaged` (k,) and, for
-    frictional contacts, the `sliding` direction (k,) int32: 0 stuck (or no friction),
-    +1 / -1 sliding along / against the tangent row."""
+    frictional contacts, the `sliding` heading (k, d) (d tangent rows per contact): zero
+    stuck (or no friction); +1 / -1 sliding along / against the tangent row for d = 1; the
+    unit slip direction at the segment's start for d = 2 (:mod:`ukjax._friction`); and
+    which of the system's latches are `latched` (L,) (None: a system without latches;
+    :mod:`ukjax._latches`)."""
 
     engaged: jax.Array
     sliding: jax.Array
+    latched: jax.Array | None = None
 
 
 class FieldEvaluation(eqx.Module):
@@ -126,6 +134,9 @@ class Field(eqx.Module):
         assert mode is not None, "a run with contacts evaluates its field in a mode"
         M, Q = mass_and_force(system, t, q, qd)
         A, b = rows(system, t, q, qd, self.stabilization)
+        if mode.latched is not None:  # the engaged latches' rows join the bilateral ones
+            A_l, b_l = acceleration_rows(latch_state(system, t, q, qd), mode.latched)
+            A, b = jnp.concatenate([A, A_l]), jnp.concatenate([b, b_l])
         cs = contact_state(system, t, q, qd)
         target = self.contact.target_acceleration(cs.g, cs.gd)
         A_c = jnp.where(mode.engaged[:, None], cs.G, 0.0)
@@ -153,18 +164,22 @@ class Field(eqx.Module):
 
     @eqx.filter_jit  # traced once, reused by every call of the event's root find
     def event_values(self, t, y, mode: Mode) -> jax.Array:
-        """Per contact the contact law's event value, then the friction law's (if any)."""
+        """Per contact the contact law's event value, then the friction law's (if any),
+        then per latch its engage or release value (if any)."""
         fe = self.evaluate(t, y, mode)
         assert self.contact is not None and fe.cs is not None
         force = self.forces(fe) if self.contact.uses_force or fe.normal is not None else None
-        values = self.contact.event_value(mode.engaged, fe.cs.g, fe.cs.gd, force)
-        if self.friction is None:
-            return values
-        assert fe.fs is not None
-        friction = self.friction.event_value(
-            mode.engaged, mode.sliding, fe.fs, fe.normal, fe.tangential
-        )
-        return jnp.concatenate([values, friction])
+        values = [self.contact.event_value(mode.engaged, fe.cs.g, fe.cs.gd, force)]
+        if self.friction is not None:
+            assert fe.fs is not None
+            values.append(
+                self.friction.event_value(
+                    mode.engaged, mode.sliding, fe.fs, fe.normal, fe.tangential
+                )
+            )
+        if mode.latched is not None:
+            values.append(latch_event_values(self.system, t, y[0], y[1], mode.latched))
+        return jnp.concatenate(values)
 
     def failures(self, t, y, mode: Mode | None = None) -> Failures:
         """The UK checks at the state y (in `mode`)."""
@@ -292,11 +307,14 @@ def friction_forces(
     `Solution.engaged` and `Solution.sliding`. Stuck contacts hold $T_i\ddot q =
     -\dot T_i\dot q$ (their UK constraint force is the friction), sliding ones feel
     $-\mu_kN_is_i$ with the normal forces $N$ solved together with it (module
-    :mod:`ukjax._friction`).
+    :mod:`ukjax._friction`). In 3-D (d = 2 tangent rows per contact) a sliding contact
+    (`sliding` 1) slides along its slip velocity $T_i\dot q$; at zero slip pass its
+    heading instead, `sliding` of shape (k, 2) (a zero row: stuck).
 
     **Returns:** `(qdd, normal, tangential)`: the acceleration (n,), the normal forces
     $N$ (k,) (> 0 pushing, 0 for free contacts) and the friction forces along each
-    $T_i$ (k,). A stuck contact is admissible while $|F_t| \le \mu_sN$.
+    $T_i$ ((k,) for planar contact, (k, 2) in 3-D). A stuck contact is admissible while
+    $|F_t| \le \mu_sN$.
 
     Example:
         >>> import jax.numpy as jnp, ukjax
@@ -321,8 +339,30 @@ def _forces_in_mode(system, t, q, qd, engaged, contact, sliding, friction, uk_so
     engaged = jnp.asarray(engaged, bool)
     if field.friction is None and sliding is not None:
         raise ValueError(f"sliding= was given but {type(system).__name__} declares no friction.")
-    sliding = jnp.zeros(engaged.shape, jnp.int32) if sliding is None else sliding
-    return _evaluate_mode(field, t, q, qd, Mode(engaged, jnp.asarray(sliding, jnp.int32)))
+    heading = _heading(field, t, q, qd, engaged, sliding)
+    qdd, forces, tangential, cs = _evaluate_mode(field, t, q, qd, Mode(engaged, heading))
+    if tangential is not None and tangential.shape[1] == 1:
+        tangential = tangential[:, 0]
+    return qdd, forces, tangential, cs
+
+
+def _heading(field: Field, t, q, qd, engaged, sliding) -> jax.Array:
+    """The (k, d) headings of the mode from the user's `sliding`: (k,) ints as saved in
+    `Solution.sliding` (for d = 2 the slip direction is then read from the velocity), or
+    (k, d) headings."""
+    k = engaged.shape[0]
+    d = tangent_dim(field.system, t, q)
+    if sliding is None:
+        return jnp.zeros((k, d), q.dtype)
+    sliding = jnp.asarray(sliding, q.dtype)
+    if sliding.shape == (k, d):
+        return sliding
+    if sliding.shape != (k,):
+        raise ValueError(f"sliding must have shape ({k},) or ({k}, {d}); got {sliding.shape}.")
+    if d == 1:
+        return sliding[:, None]
+    vt = friction_state(field.system, t, q, qd, k).vt
+    return jnp.where((sliding != 0)[:, None], unit(vt, 0.0), 0.0)
 
 
 @eqx.filter_jit

@@ -1,26 +1,31 @@
 r"""Coulomb friction on unilateral contacts: strategy objects and the frictional UK solve.
 
 A system declares, per unilateral contact $i$ (:meth:`ukjax.System.unilateral`), the
-tangential velocity row and the coefficients with `System.friction(t, q)`, returning
-`(T, mu_static, mu_kinetic)`: `T` of shape (k, 1, n) (or (k, n); (n,) for one contact), so
-that the sliding velocity is $v_i = T_i(q, t)\,\dot q$; the coefficients are scalars or
-(k,) arrays. Planar (d = 1) tangents are supported; an isotropic friction cone in 3-D
-(d = 2) is not.
+tangential velocity rows and the coefficients with `System.friction(t, q)`, returning
+`(T, mu_static, mu_kinetic)`: `T` of shape (k, d, n), so that the slip velocity of contact
+$i$ is $v_i = T_i(q, t)\,\dot q \in \mathbb{R}^d$; the coefficients are scalars or (k,)
+arrays. d = 1 is planar contact (`T` may then also be (k, n), or (n,) for one contact);
+d = 2 (two orthonormal tangent rows per contact) is an isotropic Coulomb cone in 3-D.
 
 Friction acts only while a contact is **engaged** (a persistent rigid contact, or a
 compliant one): its normal force $N_i$ is then the UK multiplier of the contact row, so it
-varies with the motion. Each engaged contact is **stuck** or **sliding** with direction
-$s_i = \pm 1$:
+varies with the motion. Each engaged contact is **stuck** or **sliding**; the mode keeps
+its *heading* $h_i \in \mathbb{R}^d$ (zero when stuck; $\pm 1$ for d = 1, a unit vector
+for d = 2):
 
 - stuck: the constraint $v_i = 0$ is imposed through the UK equation at the acceleration
   level ($T_i\ddot q = -\dot T_i\dot q$); its UK constraint force $\lambda_{t,i}$ (the
   force along $T_i$) *is* the friction force, and it is admissible while
   $|\lambda_{t,i}| \le \mu_s N_i$;
-- sliding: an impressed (non-ideal, Udwadia 2004) force $C = -\mu_k N_i s_i T_i^T$. The
-  UK acceleration is affine in $C$ and $N$ is affine in the acceleration, so the normal
-  forces of the sliding contacts solve the small linear system $(I - J)N = N_0$ with
-  $N_0$ the normal forces without sliding friction and $J = \partial N/\partial\nu$ for
-  $C = W\nu$, $W = [-\mu_{k,i}s_iT_i^T]$. $\det(I - J) \le 0$ is Painlevé's paradox.
+  (d = 2: $|\lambda_{t,i}| \le \mu_s N_i$, the Euclidean norm: the cone);
+- sliding: an impressed (non-ideal, Udwadia 2004) force $C = -\mu_k N_i T_i^Tu_i$ with
+  $u_i$ the slip direction: $s_i = \pm 1$ for d = 1, $v_i/|v_i|$ for d = 2 (oriented by
+  the heading, $u_i = \operatorname{sgn}(h_i\cdot v_i)\,v_i/|v_i|$, so that it stays
+  continuous as the slip passes through zero along a line). The UK acceleration is affine
+  in $C$ and $N$ is affine in the acceleration, so the normal forces of the sliding
+  contacts solve the small linear system $(I - J)N = N_0$ with $N_0$ the normal forces
+  without sliding friction and $J = \partial N/\partial\nu$ for $C = W\nu$, $W =
+  [-\mu_{k,i}T_i^Tu_i]$. $\det(I - J) \le 0$ is Painlevé's paradox.
 
 The strategies:
 
@@ -31,6 +36,13 @@ The strategies:
   friction force is admissible ($|\lambda_{t,i}| \le \mu_s N_i$), and slides back
   otherwise. At each such event the velocity is projected (UK impulsive projection,
   Bajodah 2003 ch. 6) so that $v_i = 0$ exactly: a stuck contact does not creep.
+  In 3-D (d = 2) $|v_i| \to 0$ is the minimum of a norm, not a sign change: the event
+  of a sliding contact is $h_i\cdot v_i - \tfrac12|v_i|$, which crosses zero when the
+  slip stops (it changes sign through $v_i = 0$ along the oriented direction) or when
+  the slip has turned by 60 degrees from the heading; at the latter the heading is
+  renewed to $v_i/|v_i|$ (no velocity change, not logged), at the former the contact
+  sticks or slides on as in the planar case, now away from the holding force,
+  $h_i = -\lambda_{t,i}/|\lambda_{t,i}|$.
 - :class:`VelocityTolerance`: the velocity-tolerance rule of Bajodah 2003, §5.8–5.9
   (eqs 379–386), evaluated at every state with no events: slide if $|v_i| > \delta$ or
   the friction needed to hold it exceeds $\mu_s N_i$, else impose the damped stick
@@ -57,6 +69,52 @@ def sgn(x) -> jax.Array:
     return jnp.where(x > 0, 1, -1).astype(jnp.int32)
 
 
+def norm(x) -> jax.Array:
+    """The Euclidean norm over the last axis, with a zero (not NaN) derivative at 0."""
+    sq = jnp.sum(x * x, axis=-1)
+    positive = sq > 0
+    return jnp.where(positive, jnp.sqrt(jnp.where(positive, sq, 1.0)), 0.0)
+
+
+def unit(x, fallback) -> jax.Array:
+    """x / |x| over the last axis, `fallback` where x is zero; for d = 1 exactly +-1."""
+    if x.shape[-1] == 1:
+        return jnp.where(x > 0, 1.0, jnp.where(x < 0, -1.0, fallback)).astype(x.dtype)
+    size = norm(x)
+    zero = size == 0
+    return jnp.where(zero[..., None], fallback, x / jnp.where(zero, 1.0, size)[..., None])
+
+
+def away(force) -> jax.Array:
+    """The slip heading opposite a (k, d) friction force, -force/|force| (for d = 1,
+    -sgn with sgn(0) = -1)."""
+    fallback = jnp.zeros_like(force).at[..., 0].set(1.0)
+    return -unit(force, -fallback)
+
+
+def is_sliding(heading) -> jax.Array:
+    """(k,) whether each contact's (k, d) heading is non-zero (sliding)."""
+    return jnp.any(heading != 0, axis=-1)
+
+
+def slip_direction(fs: FrictionState, heading) -> jax.Array:
+    r"""The (k, d) direction $u_i$ of the kinetic force of contacts sliding with `heading`
+    (zero for stuck contacts): the heading itself for d = 1; for d = 2 the slip direction
+    $v_i/|v_i|$ oriented by the heading ($\operatorname{sgn}(h_i\cdot v_i)$), the heading
+    where the slip is zero."""
+    if heading.shape[-1] == 1:
+        return heading
+    along = jnp.where(jnp.sum(fs.vt * heading, axis=-1) >= 0, 1.0, -1.0)
+    u = unit(fs.vt * along[:, None], heading)
+    return jnp.where(is_sliding(heading)[:, None], u, 0.0)
+
+
+def slip_speed(fs: FrictionState) -> jax.Array:
+    r"""(k,) what the event log records as a contact's tangential speed: the signed
+    $T_i\dot q$ for d = 1, its norm for d = 2."""
+    return fs.vt[:, 0] if fs.vt.shape[1] == 1 else norm(fs.vt)
+
+
 class AbstractFriction(eqx.Module):
     """Base class of friction laws for engaged unilateral contacts (module docstring).
 
@@ -64,7 +122,11 @@ class AbstractFriction(eqx.Module):
     mode. A law whose stick and slip are modes switched by events (:class:`Coulomb`) also
     defines :meth:`event_value`, :meth:`switch`, :meth:`settle` and :meth:`recorded`; the
     defaults here are those of a law that picks its modes at every state, with no events
-    (:class:`VelocityTolerance`)."""
+    (:class:`VelocityTolerance`).
+
+    The friction mode of the k contacts is their (k, d) *heading* (`sliding`): zero for a
+    stuck contact, the slip direction (+-1 for d = 1, a unit vector for d = 2) for a
+    sliding one."""
 
     def speed_tol(self, dtype) -> float:
         """Tangential speed below which a contact that (re)engages may stick."""
@@ -75,26 +137,25 @@ class AbstractFriction(eqx.Module):
         self, solve: RowSolve, Q, A, b, C, fs: FrictionState, engaged, sliding
     ) -> FrictionalSolve:
         """The UK equation with the friction of the `engaged` contacts in the modes
-        `sliding` ((k,) ints: 0 stuck, +1/-1 sliding), through the run's UK solve `solve`
-        (:class:`RowSolve`); `A`, `b` hold the bilateral rows and then the k contact rows
-        (:func:`frictional_solve`)."""
+        `sliding` ((k, d) headings, zero for stuck contacts), through the run's UK solve
+        `solve` (:class:`RowSolve`); `A`, `b` hold the bilateral rows and then the k contact
+        rows (:func:`frictional_solve`)."""
 
     def impulse(self, solve: RowSolve, A, b, fs: FrictionState, active) -> FrictionalSolve:
         r"""Coulomb friction on the impulses of an impact (the velocity jump
         $\Delta\dot q$ solves the UK equation with no force, rows `A` and right-hand sides
         `b` at the velocity level; `fs.Tdqd` holds the pre-impact slip $T\dot q^-$). Each
         `active` contact sticks ($T_i\dot q^+ = 0$) when the tangential impulse that needs
-        stays within $\mu_sP_{n,i}$; otherwise it slides through the impact with the
-        impulse $-\mu_kP_{n,i}s_iT_i^T$, saturated in the direction sticking would need
-        ($s_i = -\operatorname{sgn}P_{t,i}$): a sticking or a sliding impact (Brach,
+        stays within the cone, $|P_{t,i}| \le \mu_sP_{n,i}$; otherwise it slides through the
+        impact with the impulse $-\mu_kP_{n,i}T_i^Tu_i$, saturated in the direction sticking
+        would need ($u_i = -P_{t,i}/|P_{t,i}|$): a sticking or a sliding impact (Brach,
         *Mechanical Impact Dynamics*, 1991, ch. 4; Glocker & Pfeiffer 1996, ch. 6)."""
-        k, n = fs.T.shape
-        none, zeros = jnp.zeros(n, A.dtype), jnp.zeros(k, A.dtype)
-        held = jnp.zeros(k, jnp.int32)
-        stick = frictional_solve(solve, none, A, b, None, fs, active, held, zeros)
-        slips = active & (jnp.abs(stick.tangential) > fs.mu_s * stick.normal)
-        sliding = jnp.where(slips, -sgn(stick.tangential), 0).astype(jnp.int32)
-        return frictional_solve(solve, none, A, b, None, fs, active, sliding, zeros)
+        n = fs.T.shape[2]
+        none, zeros = jnp.zeros(n, A.dtype), jnp.zeros_like(fs.vt)
+        stick = frictional_solve(solve, none, A, b, None, fs, active, zeros, zeros)
+        slips = active & (norm(stick.tangential) > fs.mu_s * stick.normal)
+        direction = jnp.where(slips[:, None], away(stick.tangential), 0.0)
+        return frictional_solve(solve, none, A, b, None, fs, active, direction, zeros)
 
     def event_value(self, engaged, sliding, fs: FrictionState, normal, tangential) -> jax.Array:
         """Per contact: a value whose downward zero crossing switches its friction mode;
@@ -127,11 +188,13 @@ class Coulomb(AbstractFriction):
     Static and kinetic coefficients come from `System.friction`; $\mu_s \ge \mu_k \ge 0$
     is required. Stick and slip are exact modes: while stuck the tangential velocity is
     zero to round-off (no creep, unlike regularised or soft-contact friction), and every
-    switch is an event in `Solution.events` (kinds `"stick"` and `"slip"`).
+    switch is an event in `Solution.events` (kinds `"stick"` and `"slip"`). Planar
+    contacts (d = 1) and isotropic cones in 3-D (d = 2) alike.
 
     - `stick_below`: a contact that engages (or starts engaged) with tangential speed at
       most this sticks if the static bound allows (default $\epsilon^{1/3}$, 6e-6 in
-      float64); faster, it slides.
+      float64); faster, it slides. In 3-D it also tells a stopping slip (at most this
+      speed when the event fires) from a turning one.
 
     Example:
         >>> import jax, jax.numpy as jnp, ukjax
@@ -146,35 +209,55 @@ class Coulomb(AbstractFriction):
 
     stick_below: float | None = eqx.field(static=True, default=None)
 
+    # cos of the angle by which a 3-D slip may turn from its heading before it is renewed
+    turn: float = eqx.field(static=True, default=0.5)
+
     def speed_tol(self, dtype) -> float:
         eps = float(jnp.finfo(dtype).eps)
         return eps ** (1 / 3) if self.stick_below is None else self.stick_below
 
     def solve(self, solve: RowSolve, Q, A, b, C, fs: FrictionState, engaged, sliding):
         """Stuck contacts held at zero tangential acceleration, sliding ones with kinetic
-        friction (:func:`frictional_solve`)."""
-        target = jnp.zeros_like(fs.vt)
-        return frictional_solve(solve, Q, A, b, C, fs, engaged, sliding, target)
+        friction along their slip (:func:`frictional_solve`, :func:`slip_direction`)."""
+        direction = slip_direction(fs, sliding)
+        return frictional_solve(solve, Q, A, b, C, fs, engaged, direction, jnp.zeros_like(fs.vt))
 
     def event_value(self, engaged, sliding, fs: FrictionState, normal, tangential):
-        r"""Per contact: $\mu_sN - |\lambda_t|$ while stuck, $s\,v$ while sliding."""
-        stuck = jnp.where(engaged & (sliding == 0), fs.mu_s * normal - jnp.abs(tangential), 1.0)
-        return jnp.where(engaged & (sliding != 0), sliding * fs.vt, stuck)
+        r"""Per contact: $\mu_sN - |\lambda_t|$ while stuck; while sliding $s\,v$ (d = 1),
+        $h\cdot v - \tfrac12|v|$ (d = 2: the slip stopped, or turned by 60 degrees)."""
+        moving = engaged & is_sliding(sliding)
+        stuck = jnp.where(engaged & ~moving, fs.mu_s * normal - norm(tangential), 1.0)
+        along = jnp.sum(sliding * fs.vt, axis=-1)
+        if fs.vt.shape[1] > 1:
+            along = along - self.turn * norm(fs.vt)
+        return jnp.where(moving, along, stuck)
 
     def switch(self, i, engaged, sliding, motion: EventMotion):
         r"""A stuck contact starts to slide (opposite to the friction force that held it);
-        a sliding one whose velocity reached zero sticks if the static bound holds there,
-        and slides back otherwise. $v_i$ is set to 0 (the UK impulsive projection)."""
-        trig = jnp.arange(engaged.shape[0]) == i
-        held = jnp.where(trig, 0, sliding)
+        a sliding one whose slip reached zero sticks if the static bound holds there, and
+        slides on away from the holding force otherwise; $v_i$ is then set to 0 (the UK
+        impulsive projection). A 3-D slip that turned (not stopped) renews its heading."""
+        k = engaged.shape[0]
+        trig = jnp.arange(k) == i
+        before = motion.friction_state(motion.qd)
+        was_sliding = is_sliding(sliding)
+        held = jnp.where(trig[:, None], 0.0, sliding)
         fs, normal, tangential = motion.forces(motion.qd, engaged, held)
-        holds = jnp.abs(tangential) <= fs.mu_s * normal
-        new = jnp.where((sliding == 0) | ~holds, -sgn(tangential), 0)
-        sliding = jnp.where(trig & engaged, new, sliding).astype(jnp.int32)
-        qd = motion.hold(motion.qd, engaged, engaged & ((sliding == 0) | trig))
-        kind = jnp.where(jnp.any(trig & (sliding == 0)), EventKind.STICK, EventKind.SLIP)
-        after = motion.friction_state(qd).vt
-        return sliding, qd, kind, entry_at(trig, fs.vt), entry_at(trig, after)
+        holds = norm(tangential) <= fs.mu_s * normal
+        new = jnp.where((~was_sliding | ~holds)[:, None], away(tangential), 0.0)
+        turning = jnp.asarray(False)
+        if fs.vt.shape[1] > 1:  # a slip that only turned keeps sliding along itself
+            slow = norm(before.vt) <= self.speed_tol(before.vt.dtype)
+            turning = jnp.any(trig & was_sliding & ~slow)
+            new = jnp.where(turning, unit(before.vt, sliding), new)
+        sliding = jnp.where((trig & engaged)[:, None], new, sliding)
+        stuck = ~is_sliding(sliding)
+        qd = motion.hold(motion.qd, engaged, engaged & (stuck | trig))
+        qd = jnp.where(turning, motion.qd, qd)
+        kind = jnp.where(jnp.any(trig & stuck), EventKind.STICK, EventKind.SLIP)
+        kind = jnp.where(turning, EventKind.NONE, kind)
+        after = motion.friction_state(qd)
+        return sliding, qd, kind, entry_at(trig, slip_speed(fs)), entry_at(trig, slip_speed(after))
 
     def settle(self, engaged, sliding, fresh, motion: EventMotion):
         """A contact that has just engaged sticks if slow and admissible, else slides (along
@@ -182,15 +265,19 @@ class Coulomb(AbstractFriction):
         exceeds the static bound slides; stuck contacts are held at zero tangential
         velocity."""
         fs = motion.friction_state(motion.qd)
-        sliding = jnp.where(fresh, sliding_from_speed(self, fs), sliding)
-        sliding = jnp.where(engaged, sliding, 0).astype(jnp.int32)
+        sliding = jnp.where(fresh[:, None], sliding_from_speed(self, fs), sliding)
+        sliding = jnp.where(engaged[:, None], sliding, 0.0)
         fs, normal, tangential = motion.forces(motion.qd, engaged, sliding)
-        bad = engaged & (sliding == 0) & (jnp.abs(tangential) > fs.mu_s * normal)
-        sliding = jnp.where(bad, -sgn(tangential), sliding).astype(jnp.int32)
-        return sliding, motion.hold(motion.qd, engaged, engaged & (sliding == 0))
+        bad = engaged & ~is_sliding(sliding) & (norm(tangential) > fs.mu_s * normal)
+        sliding = jnp.where(bad[:, None], away(tangential), sliding)
+        return sliding, motion.hold(motion.qd, engaged, engaged & ~is_sliding(sliding))
 
     def recorded(self, sliding: jax.Array) -> jax.Array:
-        return sliding
+        """(..., k) ints: for d = 1 the direction (0 stuck, +1 / -1 sliding along /
+        against the tangent row), for d = 2 1 sliding, 0 stuck."""
+        if sliding.shape[-1] == 1:
+            return sliding[..., 0].astype(jnp.int32)
+        return is_sliding(sliding).astype(jnp.int32)
 
 
 class VelocityTolerance(AbstractFriction):
@@ -207,7 +294,8 @@ class VelocityTolerance(AbstractFriction):
       v_i$ with $\operatorname{sgn}(0) = -1$ (eqs 382–383, `literal=True`); the physically
       consistent choice (default) slides along the net applied force, $s_i =
       -\operatorname{sgn} F_i$ (a correction to Bajodah 2003, Ex. 5.3, whose rule
-      can make friction push along the load);
+      can make friction push along the load). In 3-D (d = 2) the direction is
+      $v_i/|v_i|$, or $-F_i/|F_i|$ below the tolerance;
     - otherwise **stick** through the acceleration constraint $\dot v_i = -a\,v_i$, whose
       UK constraint force is the friction force.
 
@@ -242,24 +330,28 @@ class VelocityTolerance(AbstractFriction):
         return pointwise_solve(self, solve, Q, A, b, C, fs, engaged)
 
     def pointwise_modes(self, fs, hold_force, normal) -> tuple[jax.Array, jax.Array]:
-        """(sliding direction (k,) int, stick target (k,)) at a state. `hold_force` is the
-        friction force that would hold each contact with zero tangential acceleration,
-        `normal` the normal forces."""
+        """(kinetic force directions (k, d), zero for stuck contacts; stick targets (k, d))
+        at a state. `hold_force` (k, d) is the friction force that would hold each contact
+        with zero tangential acceleration, `normal` the normal forces."""
         dtype = fs.vt.dtype
-        slow = jnp.abs(fs.vt) <= jnp.asarray(self.tolerance, dtype)
-        exceeds = fs.mu_s * normal < jnp.abs(hold_force)
+        slow = norm(fs.vt) <= jnp.asarray(self.tolerance, dtype)
+        exceeds = fs.mu_s * normal < norm(hold_force)
         slide = ~slow | exceeds
-        consistent = -sgn(hold_force)  # along the net applied force
-        direction = jnp.where(slow & ~jnp.asarray(self.literal), consistent, sgn(fs.vt))
-        sliding = jnp.where(slide, direction, 0).astype(jnp.int32)
+        consistent = away(hold_force)  # along the net applied force
+        if fs.vt.shape[1] == 1:
+            moving = sgn(fs.vt).astype(dtype)
+        else:
+            moving = unit(fs.vt, consistent)
+        pick = (slow & ~jnp.asarray(self.literal))[:, None]
+        direction = jnp.where(slide[:, None], jnp.where(pick, consistent, moving), 0.0)
         target = -jnp.asarray(self.damping, dtype) * fs.vt
-        return sliding, target
+        return direction, target
 
 
 class FrictionState(eqx.Module):
-    """The tangential quantities of every contact at one state: rows `T` (k, n), sliding
-    velocities `vt` = T qd, the acceleration-free part `Tdqd` of their rates, and the
-    coefficients (k,)."""
+    """The tangential quantities of every contact at one state: rows `T` (k, d, n), slip
+    velocities `vt` = T qd (k, d), the acceleration-free part `Tdqd` (k, d) of their
+    rates, and the coefficients (k,)."""
 
     T: jax.Array
     vt: jax.Array
@@ -277,18 +369,16 @@ def _rows(system: System, t, q, k: int):
     T, mu_s, mu_k = out
     T = jnp.asarray(T, q.dtype)
     n = q.shape[0]
-    if T.ndim == 3 and T.shape[1] != 1:
+    if T.ndim == 1 and k == 1:  # one contact's row, (n,)
+        T = T[None, None, :]
+    elif T.ndim == 2:  # one planar row per contact, (k, n)
+        T = T[:, None, :]
+    if T.ndim != 3 or T.shape[0] != k or T.shape[2] != n or T.shape[1] not in (1, 2):
         raise ValueError(
-            f"{type(system).__name__}.friction: T has d = {T.shape[1]} tangent directions per "
-            "contact; only planar contact (d = 1) is supported. Declare one tangent row per "
-            "contact, T of shape (k, 1, n)."
-        )
-    T = T.reshape(T.shape[0], -1) if T.ndim == 3 else T
-    T = T[None, :] if T.ndim == 1 and k == 1 else T  # one contact's row, (n,)
-    if T.shape != (k, n):
-        raise ValueError(
-            f"{type(system).__name__}.friction: T must have shape ({k}, 1, {n}) (one tangent "
-            f"row per unilateral contact, one column per coordinate); got {jnp.shape(out[0])}."
+            f"{type(system).__name__}.friction: T must have shape ({k}, d, {n}) with d = 1 "
+            "(planar contact: one tangent row per unilateral contact) or d = 2 (3-D: two "
+            f"orthonormal tangent rows per contact), one column per coordinate; got "
+            f"{jnp.shape(out[0])}."
         )
 
     def coefficient(mu, name):
@@ -296,7 +386,7 @@ def _rows(system: System, t, q, k: int):
         if mu.ndim > 1 or (mu.ndim == 1 and mu.shape[0] not in (1, k)):
             raise ValueError(
                 f"{type(system).__name__}.friction: {name} must be a scalar or have shape "
-                f"({k},); got {mu.shape}."
+                f"({k},) (one isotropic coefficient per contact); got {mu.shape}."
             )
         return jnp.broadcast_to(mu, (k,))
 
@@ -312,6 +402,17 @@ def friction_state(system: System, t, q, qd, k: int) -> FrictionState:
     return FrictionState(T, vt, Tdqd, mu_s, mu_k)
 
 
+def tangent_dim(system: System, t, q) -> int:
+    """d, the number of tangent rows per contact that `system.friction` declares (1 if
+    it declares none)."""
+    if not declares_friction(system, t, q):
+        return 1
+    out = jax.eval_shape(lambda t, q: system.friction(t, q), t, q)
+    assert out is not None
+    shape = out[0].shape
+    return shape[1] if len(shape) == 3 else 1
+
+
 def invalid_coefficients(fs: FrictionState) -> jax.Array:
     """Per contact: coefficients outside 0 <= mu_kinetic <= mu_static (or not finite)."""
     finite = jnp.isfinite(fs.mu_s) & jnp.isfinite(fs.mu_k)
@@ -319,10 +420,10 @@ def invalid_coefficients(fs: FrictionState) -> jax.Array:
 
 
 def sliding_from_speed(law: AbstractFriction, fs: FrictionState) -> jax.Array:
-    """The mode a contact takes when it engages: stuck (0) if its tangential speed is at
-    most the law's `speed_tol`, else sliding along its velocity."""
-    slow = jnp.abs(fs.vt) <= law.speed_tol(fs.vt.dtype)
-    return jnp.where(slow, 0, sgn(fs.vt)).astype(jnp.int32)
+    """The mode a contact takes when it engages: stuck (heading 0) if its tangential speed
+    is at most the law's `speed_tol`, else sliding along its velocity."""
+    slow = norm(fs.vt) <= law.speed_tol(fs.vt.dtype)
+    return jnp.where(slow[:, None], 0.0, unit(fs.vt, 0.0))
 
 
 def declares_friction(system: System, t, q) -> bool:
@@ -354,7 +455,8 @@ def check_friction(friction) -> AbstractFriction:
 class FrictionalSolve(eqx.Module):
     """The UK equation with friction: its `terms`, the stacked rows `A`, `b`, the total
     non-ideal force `C`, the multipliers `lam` of every row, and the contacts' `normal`
-    and `tangential` forces (tangential: the friction force along T, stuck or sliding)."""
+    (k,) and `tangential` (k, d) forces (tangential: the friction force along the rows
+    of T, stuck or sliding)."""
 
     terms: UKTerms
     A: jax.Array
@@ -375,12 +477,13 @@ def multipliers(A, terms: UKTerms, C=None) -> jax.Array:
 
 
 def frictional_solve(
-    solve: RowSolve, Q, A, b, C, fs: FrictionState, engaged, sliding, stick_target
+    solve: RowSolve, Q, A, b, C, fs: FrictionState, engaged, direction, stick_target
 ) -> FrictionalSolve:
     r"""The UK acceleration with the engaged contacts' friction. `A`, `b` hold the
-    bilateral rows and then the k contact rows (zero rows for free contacts); stuck
-    contacts add $T_i\ddot q = $ `stick_target` $- \dot T_i\dot q$; sliding ones the force
-    $-\mu_kN_is_iT_i^T$ with $N$ from $(I - J)N = N_0$ (module docstring).
+    bilateral rows and then the k contact rows (zero rows for free contacts); an engaged
+    contact whose kinetic `direction` $u_i$ ((k, d)) is zero is stuck and adds
+    $T_i\ddot q = $ `stick_target` $- \dot T_i\dot q$ (d rows); the others slide with the
+    force $-\mu_kN_iT_i^Tu_i$, $N$ from $(I - J)N = N_0$ (module docstring).
 
     Everything is affine in the force and in the sliding contacts' normal forces $\nu$
     ($C = C_0 + W\nu$), so the run's UK solve (`solve`, the one entry of
@@ -391,13 +494,14 @@ def frictional_solve(
     $A^T\lambda = Q_c$ (:func:`multipliers`); then $N$ solves the k-by-k system.
     A non-ideal force $C$ gives the acceleration of the force $Q + C$ (Udwadia 2004,
     eq 12); its columns keep the split of the constraint force into ideal and non-ideal."""
-    k, n = fs.T.shape
+    k, d, n = fs.T.shape
     m_normal = A.shape[0] - k
-    stuck = engaged & (sliding == 0)
-    A2 = jnp.concatenate([A, jnp.where(stuck[:, None], fs.T, 0.0)])
-    b2 = jnp.concatenate([b, jnp.where(stuck, stick_target - fs.Tdqd, 0.0)])
-    slide = (engaged & (sliding != 0)).astype(fs.T.dtype)
-    W = (-(fs.mu_k * sliding * slide)[:, None] * fs.T).T  # (n, k)
+    stuck = engaged & ~is_sliding(direction)
+    held = jnp.repeat(stuck, d)
+    A2 = jnp.concatenate([A, jnp.where(held[:, None], fs.T.reshape(k * d, n), 0.0)])
+    b2 = jnp.concatenate([b, jnp.where(held, (stick_target - fs.Tdqd).reshape(k * d), 0.0)])
+    slide = (engaged & ~stuck).astype(fs.T.dtype)
+    W = (-(fs.mu_k * slide)[:, None] * jnp.einsum("kd,kdn->kn", direction, fs.T)).T  # (n, k)
     C0 = jnp.zeros_like(Q) if C is None else C
     forces = jnp.concatenate([Q[None], C0[None], W.T])  # (2 + k, n) force columns
     rhs = jnp.zeros((2 + k, b2.shape[0]), b2.dtype).at[0].set(b2)  # b with Q's column only
@@ -426,8 +530,9 @@ def frictional_solve(
         consistency_floor=solve.consistency_floor(Q.dtype),
     )
     normal = lam[m_normal : m_normal + k]
-    kinetic = -fs.mu_k * sliding * normal
-    tangential = jnp.where(stuck, lam[m_normal + k :], jnp.where(slide > 0, kinetic, 0.0))
+    kinetic = -(fs.mu_k * normal)[:, None] * direction
+    held_force = lam[m_normal + k :].reshape(k, d)
+    tangential = jnp.where(stuck[:, None], held_force, jnp.where(slide[:, None] > 0, kinetic, 0.0))
     return FrictionalSolve(terms, A2, b2, C2, normal, tangential)
 
 
@@ -437,9 +542,8 @@ def pointwise_solve(
     """For a law that picks its modes at every state: a trial solve with every engaged contact held
     (zero tangential acceleration) gives the holding forces; the law picks the modes; the
     final solve uses them."""
-    k = fs.T.shape[0]
-    held = jnp.zeros(k, jnp.int32)
-    trial = frictional_solve(solve, Q, A, b, C, fs, engaged, held, jnp.zeros(k, Q.dtype))
-    sliding, target = law.pointwise_modes(fs, trial.tangential, trial.normal)
-    sliding = jnp.where(engaged, sliding, 0)
-    return frictional_solve(solve, Q, A, b, C, fs, engaged, sliding, target)
+    zeros = jnp.zeros_like(fs.vt)
+    trial = frictional_solve(solve, Q, A, b, C, fs, engaged, zeros, zeros)
+    direction, target = law.pointwise_modes(fs, trial.tangential, trial.normal)
+    direction = jnp.where(engaged[:, None], direction, 0.0)
+    return frictional_solve(solve, Q, A, b, C, fs, engaged, direction, target)

@@ -45,11 +45,22 @@ from ._complementarity import least_index_pivoting, pivot_bound
 from ._contact import AbstractContact
 from ._dynamics import mass_matrix, row_solve
 from ._errors import code_error_if
-from ._events import EventKind, EventLog, entry_at
+from ._events import EventKind, EventLog, Switched, entry_at
 from ._field import ContactState, Field, Mode, contact_state
-from ._friction import friction_state, invalid_coefficients, multipliers, sliding_from_speed
+from ._friction import (
+    friction_state,
+    invalid_coefficients,
+    is_sliding,
+    multipliers,
+    norm,
+    sliding_from_speed,
+    tangent_dim,
+)
 from ._impulse import Impulses, impulse_jump, velocity_rows
 from ._initial import AbstractInitialConditions
+from ._latches import initially_latched, latch_state
+from ._latches import velocity_rows as latch_velocity_rows
+from ._residuals import as_rows
 from ._results import RESULTS
 from ._stepping import Stepping
 from ._wrapped import probe_failures
@@ -76,15 +87,16 @@ class _Motion:
     (:class:`ukjax._events.EventMotion`): the state (t, q, qd) before the event, with the
     contact quantities `cs` there, and the driver's projections and forces."""
 
-    def __init__(self, run: HybridIntegration, t, q, qd, cs: ContactState):
+    def __init__(self, run: HybridIntegration, t, q, qd, cs: ContactState, latched=None):
         self.run, self.t, self.q, self.qd, self.cs = run, t, q, qd, cs
+        self.latched = latched  # the engaged latches (None: the system declares none)
 
     def jump(self, rows_on, gd_target):
         r"""(velocity, normal impulses, tangential impulses) of the impulsive jump of `qd`
         with the contacts in `rows_on` given the normal speeds `gd_target` ($\dot g_i^+$),
         every bilateral constraint kept, and the friction law's impulses where the system
         declares friction."""
-        return self.run.impulsive(self.t, self.q, self.qd, rows_on, gd_target)
+        return self.run.impulsive(self.t, self.q, self.qd, rows_on, gd_target, self.latched)
 
     def normal_speed(self, qd):
         cs = self.cs
@@ -95,7 +107,9 @@ class _Motion:
         target = jax.lax.stop_gradient(gd_target)
 
         def oracle(active):
-            qd, impulses, _ = fixed.run.impulsive(fixed.t, fixed.q, fixed.qd, active, target)
+            qd, impulses, _ = fixed.run.impulsive(
+                fixed.t, fixed.q, fixed.qd, active, target, fixed.latched
+            )
             return impulses, fixed.normal_speed(qd) - target
 
         k = candidates.shape[0]
@@ -106,7 +120,7 @@ class _Motion:
         qd_fixed = jax.lax.stop_gradient(qd)
 
         def oracle(active):
-            mode = Mode(active, jnp.where(active, sliding, 0).astype(jnp.int32))
+            mode = Mode(active, jnp.where(active[:, None], sliding, 0.0), fixed.latched)
             fe = fixed.run.field.evaluate(fixed.t, (fixed.q, qd_fixed), mode)
             cs = fe.cs
             assert cs is not None and field.contact is not None
@@ -118,16 +132,21 @@ class _Motion:
         return lcp.active, lcp.solved
 
     def forces(self, qd, engaged, sliding):
-        fe = self.run.field.evaluate(self.t, (self.q, qd), Mode(engaged, sliding))
+        fe = self.run.field.evaluate(self.t, (self.q, qd), Mode(engaged, sliding, self.latched))
         return fe.fs, fe.normal, fe.tangential
 
     def hold(self, qd, engaged, stuck):
         G = contact_state(self.run.field.system, self.t, self.q, qd).G
         G = jnp.where(engaged[:, None], G, 0.0)
-        return self.run.project(self.t, self.q, qd, G, G @ qd, stuck)
+        return self.run.project(self.t, self.q, qd, G, G @ qd, stuck, self.latched)
 
     def friction_state(self, qd):
         return friction_state(self.run.field.system, self.t, self.q, qd, self.cs.g.shape[0])
+
+
+def _pick(flag, new: tuple, old: tuple) -> tuple:
+    """`new` where `flag` holds, else `old`, entry by entry."""
+    return tuple(jnp.where(flag, a, b) for a, b in zip(new, old))
 
 
 def _stopped(motion: _Motion) -> _Motion:
@@ -137,7 +156,7 @@ def _stopped(motion: _Motion) -> _Motion:
     run, t, q, qd, cs = jax.tree_util.tree_map(
         stop, (motion.run, motion.t, motion.q, motion.qd, motion.cs)
     )
-    return _Motion(run, t, q, qd, cs)
+    return _Motion(run, t, q, qd, cs, motion.latched)
 
 
 class _TimeBisection(optx.Bisection):
@@ -167,10 +186,16 @@ class HybridIntegration(eqx.Module):
     impulses: Impulses | None
     max_events: int = eqx.field(static=True)
     num_contacts: int = eqx.field(static=True)
+    num_latches: int = eqx.field(static=True, default=0)
 
     @property
     def throw(self) -> bool:
         return self.field.throw
+
+    @property
+    def _has_events(self) -> bool:
+        """Whether the run has event values (contacts or latches), not impulses only."""
+        return bool(self.num_contacts or self.num_latches)
 
     @property
     def law(self) -> AbstractContact:
@@ -189,6 +214,23 @@ class HybridIntegration(eqx.Module):
         return diffrax.Event(
             contact_fn, root_finder=_TimeBisection(rtol=tol, atol=tol, flip=True), direction=False
         )
+
+    def _horizon(self, t, y, mode: Mode):
+        r"""The longest next step (:class:`ukjax._stepping.Lookahead`): the smallest
+        linearly predicted time to touch, $g_i/(-\dot g_i)$, of the free contacts that
+        approach ($g_i > 0$, $\dot g_i < 0$), and at least what advances t; infinite when
+        none does. A step then ends at the touch (to round-off: the next, shortest step
+        crosses), or past it where the approach accelerates; never beyond a gap that
+        would fall to zero and rise again (a ball past another)."""
+        q, qd = y
+        system = self.field.system
+        gap = lambda t_, q_: as_rows(system.unilateral(t_, q_), "unilateral", system, q.dtype)
+        g, gd = jax.jvp(gap, (t, q), (jnp.ones_like(t), qd))
+        approaching = ~mode.engaged & (g > 0) & (gd < 0)
+        h = jnp.where(approaching, g / jnp.where(approaching, -gd, 1.0), jnp.inf)
+        # never below what advances t (a contact at round-off from touching crosses next)
+        floor = 1e3 * jnp.finfo(q.dtype).eps * jnp.maximum(jnp.abs(t), 1.0)
+        return jnp.maximum(jnp.min(h, initial=jnp.inf), floor)
 
     def _impulse_time(self, k, dtype):
         if self.impulses is None:
@@ -211,7 +253,8 @@ class HybridIntegration(eqx.Module):
             (c.q, c.qd),
             c.mode,
             diffrax.SaveAt(subs=[saves, diffrax.SubSaveAt(t1=True)]),
-            self._event(c.mode, offset) if self.num_contacts else None,
+            self._event(c.mode, offset) if self._has_events else None,
+            horizon=self._horizon if self.num_contacts else None,
         )
         seg_ts, (seg_q, seg_qd) = sol.ts[0], sol.ys[0]  # pyright: ignore
         t_stop = sol.ts[1][-1]  # pyright: ignore
@@ -224,7 +267,9 @@ class HybridIntegration(eqx.Module):
         saved_q = jnp.where(keep[:, None], seg_q, c.saved_q)
         saved_qd = jnp.where(keep[:, None], seg_qd, c.saved_qd)
         saved_mode = jax.tree_util.tree_map(
-            lambda now, saved: jnp.where(keep[:, None], now[None, :], saved), c.mode, c.saved_mode
+            lambda now, saved: jnp.where(keep.reshape((-1,) + (1,) * now.ndim), now, saved),
+            c.mode,
+            c.saved_mode,
         )
         contact_hit = self._contact_hit(sol)
         nxt = eqx.tree_at(
@@ -242,7 +287,7 @@ class HybridIntegration(eqx.Module):
             ),
         )
         failed = result != RESULTS.successful
-        if self.num_contacts:
+        if self._has_events:
             hit = contact_hit & ~failed & ~c.done
             nxt = jax.lax.cond(
                 eqxi.unvmap_any(hit),
@@ -289,46 +334,74 @@ class HybridIntegration(eqx.Module):
         """The event at (c.t, c.q, c.qd): the law whose event value crossed zero switches
         the modes and sets the velocity (a contact law, or the friction law for the rows
         after the k contacts'); the event is recorded unless the law says it was none."""
-        field, k = self.field, self.num_contacts
+        field, k, L = self.field, self.num_contacts, self.num_latches
         first, n_values = self._trigger(c, offset), offset.shape[0]
+        n_friction = n_values - k - L
         cs = contact_state(field.system, c.t, c.q, c.qd)
-        motion = _Motion(self, c.t, c.q, c.qd, cs)
+        motion = _Motion(self, c.t, c.q, c.qd, cs, c.mode.latched)
         trig = jnp.arange(k) == first
-        sw = self.law.switch(trig, c.mode.engaged, c.mode.sliding, cs.g, cs.gd, motion)
-        engaged, qd, kind, solved = sw.engaged, sw.qd, sw.kind, sw.solved
-        normal, tangential = (
-            entry_at(trig, sw.normal_impulse),
-            entry_at(trig, sw.tangential_impulse),
-        )
-        after = contact_state(field.system, c.t, c.q, qd).gd
-        before, after = entry_at(trig, cs.gd), entry_at(trig, after)
-        sliding = jnp.where(engaged & c.mode.engaged, c.mode.sliding, 0)
+        if k:
+            sw = self.law.switch(trig, c.mode.engaged, c.mode.sliding, cs.g, cs.gd, motion)
+        else:
+            zero = jnp.zeros((0,), c.q.dtype)
+            none = jnp.asarray(EventKind.NONE)
+            sw = Switched(c.mode.engaged, c.qd, none, jnp.asarray(True), zero, zero)
+        after = contact_state(field.system, c.t, c.q, sw.qd).gd
+        # (engaged, qd, kind, solved, before, after, normal, tangential) of the event
+        ev = (sw.engaged, sw.qd, sw.kind, sw.solved, entry_at(trig, cs.gd), entry_at(trig, after))
+        ev = ev + (entry_at(trig, sw.normal_impulse), entry_at(trig, sw.tangential_impulse))
+        latched = c.mode.latched
+        sliding = jnp.where((sw.engaged & c.mode.engaged)[:, None], c.mode.sliding, 0.0)
+        if L:  # a latch's engage or release value crossed
+            on_latch = first >= k + n_friction
+            new, l_qd, l_kind, l_before, l_after = self._latch_switch(c, first - k - n_friction)
+            latched = new if latched is None else jnp.where(on_latch, new, latched)
+            mine = (c.mode.engaged, l_qd, l_kind, True, l_before, l_after, 0.0, 0.0)
+            ev = _pick(on_latch, mine, ev)
         if field.friction is not None:
-            if n_values > k:  # the friction law's own events
-                on_friction = first >= k
+            if n_friction:  # the friction law's own events
+                on_friction = (first >= k) & (first < k + n_friction)
                 switched = field.friction.switch(first - k, c.mode.engaged, c.mode.sliding, motion)
                 f_sliding, f_qd, f_kind, f_before, f_after = switched
                 sliding = jnp.where(on_friction, f_sliding, sliding)
-                qd = jnp.where(on_friction, f_qd, qd)
-                kind = jnp.where(on_friction, f_kind, kind)
-                before = jnp.where(on_friction, f_before, before)
-                after = jnp.where(on_friction, f_after, after)
-                engaged = jnp.where(on_friction, c.mode.engaged, engaged)
-                solved = solved | on_friction
-                normal = jnp.where(on_friction, 0.0, normal)
-                tangential = jnp.where(on_friction, 0.0, tangential)
-            fresh = engaged & ~c.mode.engaged
-            moved = _Motion(self, c.t, c.q, qd, cs)
+                mine = (c.mode.engaged, f_qd, f_kind, True, f_before, f_after, 0.0, 0.0)
+                ev = _pick(on_friction, mine, ev)
+        engaged, qd, kind, solved, before, after, normal, tangential = ev
+        if field.friction is not None:
+            # after an impact every engaged contact took its own frictional impulse: its
+            # mode follows from its slip now, like a contact that has just engaged
+            fresh = engaged & (~c.mode.engaged | (kind == EventKind.IMPACT))
+            moved = _Motion(self, c.t, c.q, qd, cs, latched)
             sliding, qd = field.friction.settle(engaged, sliding, fresh, moved)
         mode = jax.tree_util.tree_map(
-            lambda new, old: jnp.where(hit, new, old), Mode(engaged, sliding), c.mode
+            lambda new, old: jnp.where(hit, new, old), Mode(engaged, sliding, latched), c.mode
         )
         qd = jnp.where(hit, qd, c.qd)
-        log = c.log.record(c.t, kind, first % max(k, 1), before, after, normal, tangential)
+        index = jnp.where(first >= k + n_friction, first - k - n_friction, first % max(k, 1))
+        log = c.log.record(c.t, kind, index, before, after, normal, tangential)
         logged = hit & (kind != EventKind.NONE)
         log = jax.tree_util.tree_map(lambda a, b: jnp.where(logged, a, b), log, c.log)
         result = RESULTS.where(hit & ~solved, RESULTS.contact_unsolved, c.result)
         return eqx.tree_at(lambda x: (x.qd, x.mode, x.log, x.result), c, (qd, mode, log, result))
+
+    def _latch_switch(self, c: _Carry, j):
+        r"""Latch `j`'s event: an engaged latch releases (the velocity is continuous); a
+        free one engages with the perfectly inelastic impulsive projection onto every
+        constraint then in force (:mod:`ukjax._latches`). Returns (latched, velocity,
+        kind, $|\dot\varphi_j|$ before, after)."""
+        assert c.mode.latched is not None
+        mine = jnp.arange(self.num_latches) == j
+        engages = ~jnp.any(mine & c.mode.latched)
+        latched = jnp.where(engages, c.mode.latched | mine, c.mode.latched & ~mine)
+        cs = contact_state(self.field.system, c.t, c.q, c.qd)
+        G = jnp.where(c.mode.engaged[:, None], cs.G, 0.0)
+        stuck = c.mode.engaged & ~is_sliding(c.mode.sliding)
+        grasped = self.project(c.t, c.q, c.qd, G, G @ c.qd, stuck, latched)
+        qd = jnp.where(engages, grasped, c.qd)
+        kind = jnp.where(engages, EventKind.LATCH, EventKind.UNLATCH)
+        system = self.field.system
+        speed = lambda v: norm(latch_state(system, c.t, c.q, v).phid[j])
+        return latched, qd, kind, speed(c.qd), speed(qd)
 
     def _trigger(self, c: _Carry, offset) -> jax.Array:
         r"""The index of the event value that crossed zero at (c.t, c.q, c.qd): among the
@@ -345,35 +418,45 @@ class HybridIntegration(eqx.Module):
         lowest = jnp.argmin(jnp.where(crossing, values, jnp.inf))
         return jnp.where(jnp.any(crossing), lowest, jnp.argmin(values))
 
-    def _velocity_rows(self, t, q, qd):
-        r"""(M, J, c, solve): the mass matrix, the bilateral velocity rows $J\dot q = c$ and
-        the run's UK solve of M (the one entry, :class:`ukjax._dynamics.RowSolve`)."""
+    def _velocity_rows(self, t, q, qd, latched=None):
+        r"""(M, J, c, solve): the mass matrix, the bilateral velocity rows $J\dot q = c$
+        (with the `latched` latches' rows, $\dot\varphi_j = 0$) and the run's UK solve of
+        M (the one entry, :class:`ukjax._dynamics.RowSolve`)."""
         system = self.field.system
         M = mass_matrix(system, t, q, qd)
         J, r = velocity_rows(system, t, q, qd)
-        return M, J, J @ qd - r, row_solve(system, M, self.field.uk_solver)
+        c = J @ qd - r
+        if latched is not None:
+            R, target = latch_velocity_rows(latch_state(system, t, q, qd), latched, qd)
+            J, c = jnp.concatenate([J, R]), jnp.concatenate([c, target])
+        return M, J, c, row_solve(system, M, self.field.uk_solver)
 
-    def project(self, t, q, qd, G, g_target, stuck):
+    def project(self, t, q, qd, G, g_target, stuck, latched=None):
         r"""The velocity nearest `qd` (mass metric) with every bilateral velocity constraint
         met, the contact rows $G\dot q^+ = $ `g_target` and, for `stuck` frictional
-        contacts, $T_i\dot q^+ = 0$ (zero rows are ignored): the UK equation for the jump
-        $\Delta\dot q$ with no force (Bajodah 2003, eqs 424-427)."""
-        _, J, c, solve = self._velocity_rows(t, q, qd)
+        contacts, $T_i\dot q^+ = 0$, and the `latched` latches' $\dot\varphi_j^+ = 0$
+        (zero rows are ignored): the UK equation for the jump $\Delta\dot q$ with no force
+        (Bajodah 2003, eqs 424-427)."""
+        _, J, c, solve = self._velocity_rows(t, q, qd, latched)
         rows_, targets = [J, G], [c, g_target]
         if self.field.friction is not None:
             fs = friction_state(self.field.system, t, q, qd, stuck.shape[0])
-            rows_.append(jnp.where(stuck[:, None], fs.T, 0.0))
-            targets.append(jnp.zeros(stuck.shape[0], qd.dtype))
+            k, d, n = fs.T.shape
+            rows_.append(jnp.where(stuck[:, None, None], fs.T, 0.0).reshape(k * d, n))
+            targets.append(jnp.zeros(k * d, qd.dtype))
         R, c = jnp.concatenate(rows_), jnp.concatenate(targets)
         return qd + solve(R, jnp.zeros_like(qd), c - R @ qd).qdd
 
-    def impulsive(self, t, q, qd, active, gd_target) -> tuple[jax.Array, jax.Array, jax.Array]:
-        r"""(velocity after, normal impulses (k,), > 0 pushing, friction impulses (k,) along
-        the tangent rows) of an impact on the `active`
+    def impulsive(
+        self, t, q, qd, active, gd_target, latched=None
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        r"""(velocity after, normal impulses (k,), > 0 pushing, friction impulses (k,): along
+        the tangent row for d = 1, their magnitude for d = 2) of an impact on the `active`
         contacts with post-impact normal speeds `gd_target`: the UK equation for the jump
         with no force, the bilateral rows kept, and the friction law's impulses
-        (:meth:`ukjax.AbstractFriction.impulse`) where the system declares friction."""
-        _, J, c, solve = self._velocity_rows(t, q, qd)
+        (:meth:`ukjax.AbstractFriction.impulse`) where the system declares friction; the
+        `latched` latches' rows are kept like the bilateral ones."""
+        _, J, c, solve = self._velocity_rows(t, q, qd, latched)
         cs, k = contact_state(self.field.system, t, q, qd), active.shape[0]
         A = jnp.concatenate([J, jnp.where(active[:, None], cs.G, 0.0)])
         b = jnp.concatenate([c - J @ qd, jnp.where(active, gd_target - cs.gd, 0.0)])
@@ -385,7 +468,9 @@ class HybridIntegration(eqx.Module):
         fs = friction_state(self.field.system, t, q, qd, k)
         fs = eqx.tree_at(lambda f: f.Tdqd, fs, fs.vt)  # stick: T dqd = -T qd-
         fr = self.field.friction.impulse(solve, A, b, fs, active)
-        return qd + fr.terms.qdd, fr.normal, fr.tangential
+        d = fs.T.shape[1]
+        tangential = fr.tangential[:, 0] if d == 1 else norm(fr.tangential)
+        return qd + fr.terms.qdd, fr.normal, tangential
 
     def _apply_impulse(self, c: _Carry, now) -> _Carry:
         if self.impulses is None:
@@ -407,8 +492,15 @@ class HybridIntegration(eqx.Module):
         field = self.field
         law, cs = self.law, contact_state(field.system, t, q, qd)
         k = cs.g.shape[0]
+        latched = None
+        if self.num_latches:  # latches engaged at the start grasp there (inelastic)
+            latched = initially_latched(field.system, t, q, qd, self.num_latches)
+            none = jnp.zeros(k, bool)
+            grasped = self.project(t, q, qd, cs.G * 0.0, cs.gd * 0.0, none, latched)
+            qd = jnp.where(jnp.any(latched), grasped, qd)
+            cs = contact_state(field.system, t, q, qd)
         engaged = law.initial_mode(cs.g, cs.gd)
-        sliding = jnp.zeros(k, jnp.int32)
+        sliding = jnp.zeros((k, tangent_dim(field.system, t, q)), q.dtype)
         code = RESULTS.where(
             jnp.any(law.penetrating(cs.g)), RESULTS.initial_penetration, RESULTS.successful
         )
@@ -417,13 +509,14 @@ class HybridIntegration(eqx.Module):
             sliding = sliding_from_speed(field.friction, fs)
             bad = jnp.any(invalid_coefficients(fs))
             code = RESULTS.where(bad, RESULTS.invalid_friction, code)
-        motion = _Motion(self, t, q, qd, cs)
-        engaged, solved = law.initial_engaged(engaged, sliding, motion)
-        code = RESULTS.where(solved, code, RESULTS.contact_unsolved)
+        motion = _Motion(self, t, q, qd, cs, latched)
+        if k:
+            engaged, solved = law.initial_engaged(engaged, sliding, motion)
+            code = RESULTS.where(solved, code, RESULTS.contact_unsolved)
         if field.friction is not None:
             sliding, qd = field.friction.settle(engaged, sliding, engaged, motion)
-        sliding = jnp.where(engaged, sliding, 0).astype(jnp.int32)
-        return Mode(engaged, sliding), qd, code, jnp.min(cs.g, initial=jnp.inf)
+        sliding = jnp.where(engaged[:, None], sliding, 0.0)
+        return Mode(engaged, sliding, latched), qd, code, jnp.min(cs.g, initial=jnp.inf)
 
     def __call__(self, q0, qd0, ts):
         system = self.field.system
@@ -441,8 +534,9 @@ class HybridIntegration(eqx.Module):
                 **initial.values,
             )
         nan = jnp.full((ts.shape[0], q0.shape[0]), jnp.nan, q0.dtype)
-        k = mode.engaged.shape[0]
-        saved_mode = Mode(jnp.zeros((ts.shape[0], k), bool), jnp.zeros((ts.shape[0], k), jnp.int32))
+        saved_mode = jax.tree_util.tree_map(
+            lambda x: jnp.zeros((ts.shape[0],) + x.shape, x.dtype), mode
+        )
         carry = _Carry(
             t=ts[0],
             q=q0,

@@ -276,6 +276,12 @@ class ServoControlled(System):
     def friction(self, t, q):
         return self.plant.friction(t, q)  # None: plants with friction are refused above
 
+    def latches(self, t, q):
+        return self.plant.latches(t, q)
+
+    def latch_conditions(self, t, q, qd):
+        return self.plant.latch_conditions(t, q, qd)
+
     def infeasibility(self, t, q, qd):
         return self.realisation(t, q, qd).infeasibility
 

@@ -30,6 +30,7 @@ from ._hybrid import HybridIntegration
 from ._impulse import Impulses
 from ._initial import AbstractInitialConditions, InitialCheck, check_initial_policy
 from ._integrators import default_controller, default_solver
+from ._latches import num_latches
 from ._probe import probe_indexing
 from ._results import RESULTS, code_of, name_of
 from ._stabilization import AbstractStabilization, check_stabilization
@@ -58,7 +59,9 @@ class Solution(eqx.Module):
       (a persistent or compliant contact row in the UK equation) at each save.
     - `sliding`: for a run with :class:`ukjax.Coulomb` friction, (T, k) ints at each
       save: 0 stuck (or not in contact), +1 / -1 sliding along / against the contact's
-      tangent row; `None` otherwise.
+      tangent row (in 3-D: 1 sliding); `None` otherwise.
+    - `latched`: for a system with latches (:meth:`ukjax.System.latches`), (T, L)
+      booleans: which latches were engaged at each save; `None` otherwise.
 
     Under `jax.vmap` every field gains a leading batch axis. :attr:`status` names the
     result (``RESULTS`` prints success as ``RESULTS<>``: diffrax's message for it is
@@ -81,6 +84,7 @@ class Solution(eqx.Module):
     events: EventLog | None = None
     engaged: jax.Array | None = None
     sliding: jax.Array | None = None
+    latched: jax.Array | None = None
 
     @property
     def status(self) -> str | np.ndarray:
@@ -526,7 +530,8 @@ def _hybrid_integration(
             "constraints: define unilateral(self, t, q) returning g (admissible where g >= 0)."
         )
     friction_law = _friction_law(system, friction, out is not None, t0, q0)
-    if out is None and impulses is None:
+    latches = num_latches(system, t0, q0)
+    if out is None and impulses is None and not latches:
         return None
     if not isinstance(max_events, int) or max_events < 1:
         raise ValueError(f"max_events must be a positive integer; got {max_events!r}.")
@@ -550,6 +555,7 @@ def _hybrid_integration(
         impulses=impulses,
         max_events=max_events,
         num_contacts=0 if out is None else out.shape[0],
+        num_latches=latches,
         **settings,
     )
 
@@ -603,4 +609,5 @@ def _integrate_hybrid(integration: HybridIntegration, q0, qd0, ts) -> Solution:
         events=c.log,
         engaged=c.saved_mode.engaged,
         sliding=sliding,
+        latched=c.saved_mode.latched,
     )

@@ -11,17 +11,51 @@ size, an explicit method that runs out of steps on a stiff problem).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import diffrax
 import equinox as eqx
+import jax
+import jax.numpy as jnp
 
 from ._field import Field
 from ._results import RESULTS, promote
-from ._wrapped import guard, name_collapse
+from ._wrapped import guard, guards, name_collapse
 
 
 def _explicit(solver) -> bool:
     inner = getattr(solver, "solver", solver)
     return not isinstance(inner, diffrax.AbstractImplicitSolver)
+
+
+class Lookahead(diffrax.AbstractStepSizeController):
+    """An adaptive step-size controller whose steps are also bounded by `horizon(t, y,
+    args)`, the longest step that cannot carry an event function over a zero and back
+    unseen (diffrax looks for sign changes at the ends of steps only). The event-driven
+    driver bounds its steps by each approaching free contact's linearly predicted time to
+    touch, so that a ball rolling at constant speed (ever longer steps, by the error
+    estimate) does not pass through another. `inner` does the rest."""
+
+    inner: diffrax.AbstractStepSizeController
+    horizon: Callable
+
+    def wrap(self, direction):
+        return Lookahead(self.inner.wrap(direction), self.horizon)
+
+    def _bound(self, t0, t1, y, args):
+        h = jax.lax.stop_gradient(self.horizon(t0, y, args))
+        return jnp.minimum(t1, t0 + h.astype(jnp.result_type(t1)))
+
+    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        t_next, state = self.inner.init(terms, t0, t1, y0, dt0, args, func, error_order)
+        return self._bound(t0, t_next, y0, args), state
+
+    def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, state):
+        keep, next_t0, next_t1, jump, state, result = self.inner.adapt_step_size(
+            t0, t1, y0, y1_candidate, args, y_error, error_order, state
+        )
+        y = jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), y1_candidate, y0)
+        return keep, next_t0, self._bound(next_t0, next_t1, y, args), jump, state, result
 
 
 class Stepping(eqx.Module):
@@ -78,10 +112,15 @@ class Stepping(eqx.Module):
         event: diffrax.Event | None,
         adjoint: diffrax.AbstractAdjoint | None = None,
         progress_meter: diffrax.AbstractProgressMeter | None = None,
+        horizon: Callable | None = None,
     ):
         """`diffrax.diffeqsolve` of `field` from (t0, y0) to t1 with the run's settings
         (`adjoint` overrides the run's), never raising (`throw=False`): the drivers name
-        and raise the result themselves."""
+        and raise the result themselves. With an adaptive controller, `horizon(t, y,
+        args)` bounds every step (:class:`Lookahead`)."""
+        controller = self.stepsize_controller
+        if horizon is not None and guards(controller):
+            controller = Lookahead(controller, horizon)
         return diffrax.diffeqsolve(
             diffrax.ODETerm(field),
             self.wrap(field),
@@ -91,7 +130,7 @@ class Stepping(eqx.Module):
             y0=y0,
             args=args,
             saveat=saveat,
-            stepsize_controller=self.stepsize_controller,
+            stepsize_controller=controller,
             adjoint=self.adjoint if adjoint is None else adjoint,
             event=event,
             max_steps=self.max_steps,

@@ -44,10 +44,17 @@ class System(eqx.Module):
       admissible where every $g_i \ge 0$ (contacts, obstacles, joint limits); how they act
       is chosen by `simulate(..., contact=ukjax.Impact(...))` (see :mod:`ukjax._contact`).
     - `friction(self, t, q)` (optional): Coulomb friction on the unilateral contacts,
-      `(T, mu_static, mu_kinetic)` with `T` (k, 1, n) the tangent row of each contact
-      (sliding velocity $T_i\dot q$) and the coefficients scalars or (k,) arrays; it acts
+      `(T, mu_static, mu_kinetic)` with `T` (k, d, n) the tangent rows of each contact
+      (slip velocity $T_i\dot q$; d = 1 planar, d = 2 two orthonormal rows: an isotropic
+      cone in 3-D) and the coefficients scalars or (k,) arrays; it acts
       while a contact is engaged, with the contact's UK force as the normal force
       (`simulate(..., friction=ukjax.Coulomb())`, see :mod:`ukjax._friction`).
+    - `latches(self, t, q)` (optional): (L, r) holonomic constraint rows (or (L,)) that
+      hold only while their latch is engaged (a grasp, a latch, a planted foot), and
+      `latch_conditions(self, t, q, qd)` returning `(engage, release)`, (L,) values whose
+      downward zero crossings engage and release each latch: an engagement is a perfectly
+      inelastic impulsive projection, and the latch then keeps $\varphi_j$ at its value
+      there (see :mod:`ukjax._latches`).
     - `actuators(self, t, q)` (optional): (n, k) matrix $G$ of the generalized-force
       directions of k control inputs $\tau$ (force $G\tau$); used by
       :class:`ukjax.ServoControlled`.
@@ -140,6 +147,12 @@ class System(eqx.Module):
         return None
 
     def friction(self, t, q) -> tuple[ArrayLike, ArrayLike, ArrayLike] | None:
+        return None
+
+    def latches(self, t, q) -> ArrayLike | None:
+        return None
+
+    def latch_conditions(self, t, q, qd) -> tuple[ArrayLike, ArrayLike] | None:
         return None
 
     def actuators(self, t, q) -> ArrayLike | None:

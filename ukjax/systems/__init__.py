@@ -78,5 +78,6 @@ from ._polar import (
 from ._polar import (
     UnitMetric as UnitMetric,
 )
+from ._spheres import BallsOnTable as BallsOnTable
 from ._swarm import SwarmRobots as SwarmRobots
 from ._varying_length_pendulum import VaryingLengthPendulum as VaryingLengthPendulum

@@ -1,0 +1,202 @@
+"""Coulomb friction in 3-D: isotropic cones (two tangent rows per contact).
+
+References written here (closed forms) and in `references.py`: a homogeneous ball on a
+rough table slides with its slip shrinking along a line, then rolls (Routh 1905, *Dynamics
+of a System of Rigid Bodies*, sec. 243): from rest spin it rolls at 5 v0 / 7 after
+t* = 2 v0 / (7 mu g), with backspin it comes back; a particle on an incline under a
+sideways push stays exactly put inside the cone and slides along the net tangential load
+outside it; a particle launched across an incline turns down the slope and stops (scipy
+DOP853 with a stop event); the oblique impact of a spinning ball, sticking and sliding."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ukjax
+from references import ball_slide_then_roll, incline_slide_reference
+from ukjax.systems import BallsOnTable
+
+
+jax.config.update("jax_enable_x64", True)
+
+MU = 0.2
+
+
+def _ball(**kw):
+    return BallsOnTable(count=1, mu_static=0.3, mu_kinetic=MU, **kw)
+
+
+def _launch(ball, v0, w0, height=None):
+    R = ball.radius
+    q0 = jnp.array([0.0, 0.0, R if height is None else height, 0.0, 0.0, 0.0])
+    return q0, jnp.concatenate([jnp.asarray(v0, float), jnp.asarray(w0, float)])
+
+
+LAUNCHES = [  # (v0, w0): plain slide, backspin (comes back), sidespin across the slip
+    ([1.0, 0.0, 0.0], [0.0, 0.0, 0.0]),
+    ([1.0, 0.0, 0.0], [0.0, -120.0, 0.0]),
+    ([0.6, 0.8, 0.0], [30.0, -10.0, 5.0]),
+]
+
+
+def _rolled_batch(ball, ts):
+    q0, qd0 = zip(*(_launch(ball, v, w) for v, w in LAUNCHES))
+    run = lambda q, qd: ukjax.simulate(ball, q, qd, ts)
+    return jax.vmap(run)(jnp.stack(q0), jnp.stack(qd0)), run, q0, qd0
+
+
+def test_ball_slides_then_rolls_batch_matches_closed_form():
+    ball = _ball()
+    R, g = ball.radius, ball.g
+    ts = jnp.linspace(0.0, 0.8, 9)
+    batch, _, _, _ = _rolled_batch(ball, ts)
+    assert np.all(np.asarray(batch.result._value) == 0)
+    for i, (v0, w0) in enumerate(LAUNCHES):
+        v, w, t_star = ball_slide_then_roll(R, g, MU, v0, w0, float(ts[-1]))
+        np.testing.assert_allclose(batch.qd[i, -1, :3], v, atol=1e-11)
+        np.testing.assert_allclose(batch.qd[i, -1, 3:], w, rtol=1e-11, atol=1e-9)
+        kinds = [ukjax.EVENT_KINDS[int(k)] for k in batch.events.kind[i, : batch.events.count[i]]]
+        assert kinds == ["stick"]  # one event: the slip reaches zero, the ball rolls
+        assert abs(float(batch.events.time[i, 0]) - t_star) < 1e-12
+        rolling = np.asarray(ts) > t_star
+        assert np.all(np.asarray(batch.sliding[i, :, 0]) == np.where(rolling, 0, 1))
+        end = np.asarray(batch.qd[i, -1])
+        slip = end[:2] + R * np.array([-end[4], end[3]])
+        assert np.abs(slip).max() < 1e-14  # rolls without creep
+    # the first launch: 5 v0 / 7; the second comes back
+    assert abs(float(batch.qd[0, -1, 0]) - 5.0 / 7.0) < 1e-12
+    assert float(batch.qd[1, -1, 0]) < 0
+
+
+@pytest.mark.slow
+def test_ball_batch_equals_loop():
+    ball = _ball()
+    batch, run, q0, qd0 = _rolled_batch(ball, jnp.linspace(0.0, 0.8, 9))
+    single = run(q0[2], qd0[2])
+    np.testing.assert_allclose(batch.q[2], single.q, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(batch.events.time[2], single.events.time, atol=1e-13)
+
+
+class InclinePoint(ukjax.System):
+    """A particle in Cartesian coordinates q = (x, y, z) on the plane through 0 with normal
+    (sin a, 0, cos a), under gravity -g z and a horizontal push along y; tangent rows: down
+    the slope and across it."""
+
+    mass: float = 2.0
+    g: float = 9.81
+    alpha: float = 0.3
+    push: float = 0.0
+    mu_static: float = 0.5
+    mu_kinetic: float = 0.4
+
+    def kinetic_energy(self, t, q, qd):
+        return 0.5 * self.mass * qd @ qd
+
+    def forces(self, t, q, qd):
+        return jnp.array([0.0, self.push, -self.mass * self.g])
+
+    def unilateral(self, t, q):
+        return jnp.array([jnp.sin(self.alpha) * q[0] + jnp.cos(self.alpha) * q[2]])
+
+    def friction(self, t, q):
+        down = jnp.array([jnp.cos(self.alpha), 0.0, -jnp.sin(self.alpha)])
+        across = jnp.array([0.0, 1.0, 0.0])
+        return jnp.stack([down, across])[None], self.mu_static, self.mu_kinetic
+
+
+def _tangential_load(s: InclinePoint):
+    m, g, a = s.mass, s.g, s.alpha
+    return np.array([m * g * np.sin(a), s.push]), m * g * np.cos(a)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("push", [5.0, 12.0])
+def test_pushed_sideways_on_an_incline_stays_put_inside_the_cone_slides_outside(push):
+    s = InclinePoint(push=push)
+    load, N = _tangential_load(s)
+    ts = jnp.linspace(0.0, 1.0, 6)
+    sol = ukjax.simulate(s, jnp.zeros(3), jnp.zeros(3), ts)
+    assert sol.result == ukjax.RESULTS.successful
+    basis = np.asarray(s.friction(0.0, jnp.zeros(3))[0][0])  # (2, 3)
+    if np.linalg.norm(load) <= s.mu_static * N:  # 5 N: |F| = 6.25 < 0.5 N = 9.4
+        assert np.abs(np.asarray(sol.q)).max() < 1e-13  # exactly put
+        assert np.all(np.asarray(sol.sliding) == 0) and int(sol.events.count) == 0
+        _, normal, tangential = ukjax.friction_forces(
+            s, 0.0, jnp.zeros(3), jnp.zeros(3), jnp.array([True])
+        )
+        np.testing.assert_allclose(tangential[0], -load, rtol=1e-12)  # holds the load
+        assert abs(float(normal[0]) - N) < 1e-12
+    else:  # 12 N: |F| = 12.5 > 9.4: slides along the load from rest
+        a = (np.linalg.norm(load) - s.mu_kinetic * N) / s.mass
+        along = load / np.linalg.norm(load)
+        expected = 0.5 * a * np.asarray(ts)[:, None] ** 2 * (along @ basis)[None, :]
+        np.testing.assert_allclose(sol.q, expected, rtol=0, atol=1e-12)
+        assert np.all(np.asarray(sol.sliding) == 1)
+
+
+@pytest.mark.slow
+def test_launched_across_an_incline_turns_down_and_stops_against_scipy():
+    s = InclinePoint(alpha=0.2, push=0.0, mu_static=0.5, mu_kinetic=0.4)
+    v0 = np.array([0.0, 1.5])  # across the slope: the slip turns towards the fall line
+    basis = np.asarray(s.friction(0.0, jnp.zeros(3))[0][0])
+    t_stop, x_stop = incline_slide_reference(s.alpha, s.g, s.mu_kinetic, v0, 3.0)
+    assert t_stop is not None
+    ts = jnp.array([0.0, t_stop + 0.5])
+    sol = ukjax.simulate(s, jnp.zeros(3), jnp.asarray(v0 @ basis), ts)
+    assert sol.result == ukjax.RESULTS.successful
+    ev = sol.events
+    stick = [i for i in range(int(ev.count)) if ukjax.EVENT_KINDS[int(ev.kind[i])] == "stick"]
+    assert len(stick) == 1
+    assert abs(float(ev.time[stick[0]]) - t_stop) < 1e-7  # the reference stops at |v| = 1e-9
+    np.testing.assert_allclose(np.asarray(sol.q[-1]) @ basis.T, x_stop, atol=1e-8)
+    assert np.abs(np.asarray(sol.qd[-1])).max() < 1e-14  # then stays put
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sticks", [True, False])
+def test_oblique_impact_of_a_spinning_ball_matches_the_closed_form(sticks):
+    e = 0.5
+    ball = _ball() if sticks else BallsOnTable(count=1, mu_static=0.02, mu_kinetic=0.015)
+    R, m = ball.radius, ball.mass
+    v_in, w_in = np.array([0.4, -0.3, -2.0]), np.array([20.0, 15.0, 3.0])
+    q0, qd0 = _launch(ball, v_in, w_in, height=R + 1e-3)
+    t_hit = (v_in[2] + np.sqrt(v_in[2] ** 2 + 2 * ball.g * 1e-3)) / ball.g  # falls 1 mm
+    ts = jnp.array([0.0, t_hit + 1e-3])
+    sol = ukjax.simulate(ball, q0, qd0, ts, contact=ukjax.Impact(e))
+    ev = sol.events
+    assert ukjax.EVENT_KINDS[int(ev.kind[0])] == "impact"
+    assert abs(float(ev.time[0]) - t_hit) < 1e-12
+    vz = v_in[2] - ball.g * t_hit
+    Pn = m * (1 + e) * (-vz)
+    slip = v_in[:2] + R * np.array([-w_in[1], w_in[0]])
+    Pt = -(2 * m / 7) * slip  # sticking: the slip is stopped (effective mass 2m/7)
+    if not sticks:
+        assert np.linalg.norm(Pt) > ball.mu_static * Pn
+        Pt = -ball.mu_kinetic * Pn * slip / np.linalg.norm(slip)
+    else:
+        assert np.linalg.norm(Pt) <= ball.mu_static * Pn
+    assert abs(float(ev.normal_impulse[0]) - Pn) < 1e-12
+    assert abs(float(ev.tangential_impulse[0]) - np.linalg.norm(Pt)) < 1e-12
+    v_out = np.concatenate([v_in[:2] + Pt / m, [-e * vz]])
+    w_out = w_in + (5 / (2 * m * R)) * np.array([Pt[1], -Pt[0], 0.0])
+    dt = float(ts[-1]) - t_hit
+    np.testing.assert_allclose(sol.qd[-1, :3], v_out - np.array([0, 0, ball.g * dt]), atol=1e-10)
+    np.testing.assert_allclose(sol.qd[-1, 3:], w_out, atol=1e-8)
+    energy = lambda v, w: 0.5 * m * v @ v + 0.2 * m * R**2 * w @ w
+    assert energy(v_out, w_out) < energy(np.append(v_in[:2], vz), w_in)  # never a gain
+
+
+@pytest.mark.slow
+def test_gradient_through_the_stick_event_matches_finite_differences():
+    ball = _ball()
+    ts = jnp.array([0.0, 0.5])
+
+    def x_end(v):
+        q0, qd0 = _launch(ball, jnp.array([v, 0.3, 0.0]), jnp.array([2.0, -5.0, 1.0]))
+        return ukjax.simulate(ball, q0, qd0, ts).q[-1, 0]
+
+    grad = float(jax.grad(x_end)(1.0))
+    h = 1e-5
+    fd = (float(x_end(1.0 + h)) - float(x_end(1.0 - h))) / (2 * h)
+    assert abs(grad - fd) < 1e-7 * max(1.0, abs(fd))
