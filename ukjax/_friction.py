@@ -195,6 +195,8 @@ class Coulomb(AbstractFriction):
       most this sticks if the static bound allows (default $\epsilon^{1/3}$, 6e-6 in
       float64); faster, it slides. In 3-D it also tells a stopping slip (at most this
       speed when the event fires) from a turning one.
+    - `turn`: in 3-D, the cosine of the angle by which a slip may turn from its heading
+      before the heading is renewed (default 0.5: 60 degrees).
 
     Example:
         >>> import jax, jax.numpy as jnp, ukjax
@@ -209,8 +211,11 @@ class Coulomb(AbstractFriction):
 
     stick_below: float | None = eqx.field(static=True, default=None)
 
-    # cos of the angle by which a 3-D slip may turn from its heading before it is renewed
     turn: float = eqx.field(static=True, default=0.5)
+
+    def __check_init__(self):
+        if not 0.0 < self.turn < 1.0:
+            raise ValueError(f"Coulomb: turn must be in (0, 1) (a cosine); got {self.turn}.")
 
     def speed_tol(self, dtype) -> float:
         eps = float(jnp.finfo(dtype).eps)
