@@ -8,6 +8,7 @@ sideways push stays exactly put inside the cone and slides along the net tangent
 outside it; a particle launched across an incline turns down the slope and stops (scipy
 DOP853 with a stop event); the oblique impact of a spinning ball, sticking and sliding."""
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -188,15 +189,20 @@ def test_oblique_impact_of_a_spinning_ball_matches_the_closed_form(sticks):
 
 
 @pytest.mark.slow
-def test_gradient_through_the_stick_event_matches_finite_differences():
+def test_derivative_through_the_stick_event_matches_finite_differences():
+    """Forward mode (`jax.jvp`, `diffrax.ForwardMode`): reverse mode through stick and slip
+    events is checked on the planar laws (`tests/test_friction.py`) with the same event
+    machinery; here its program would compile for minutes."""
     ball = _ball()
     ts = jnp.array([0.0, 0.5])
 
     def x_end(v):
-        q0, qd0 = _launch(ball, jnp.array([v, 0.3, 0.0]), jnp.array([2.0, -5.0, 1.0]))
-        return ukjax.simulate(ball, q0, qd0, ts).q[-1, 0]
+        q0, qd0 = _launch(ball, jnp.stack([v, 0.3, 0.0]), jnp.array([2.0, -5.0, 1.0]))
+        sol = ukjax.simulate(ball, q0, qd0, ts, adjoint=diffrax.ForwardMode())
+        return sol.q[-1, 0]
 
-    grad = float(jax.grad(x_end)(1.0))
+    one = jnp.asarray(1.0)
+    _, tangent = jax.jvp(x_end, (one,), (jnp.ones_like(one),))
     h = 1e-5
-    fd = (float(x_end(1.0 + h)) - float(x_end(1.0 - h))) / (2 * h)
-    assert abs(grad - fd) < 1e-7 * max(1.0, abs(fd))
+    fd = (float(x_end(one + h)) - float(x_end(one - h))) / (2 * h)
+    assert abs(float(tangent) - fd) < 1e-7 * max(1.0, abs(fd))
