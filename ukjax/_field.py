@@ -62,11 +62,16 @@ class ContactState(eqx.Module):
     gdd0: jax.Array
 
 
+def gap_function(system: System, dtype):
+    r"""$(t, q) \mapsto g(q, t)$, the system's unilateral constraints as a 1-D array."""
+    return lambda t_, q_: as_rows(system.unilateral(t_, q_), "unilateral", system, dtype)
+
+
 def contact_state(system: System, t, q, qd) -> ContactState:
     if system.unilateral(t, q) is None:  # impulses only
         empty = jnp.zeros((0,), q.dtype)
         return ContactState(empty, empty, jnp.zeros((0, q.shape[0]), q.dtype), empty)
-    f = lambda t_, q_: as_rows(system.unilateral(t_, q_), "unilateral", system, q.dtype)
+    f = gap_function(system, q.dtype)
     g, gd, gdd0 = second_along_motion(f, t, q, qd)
     G = jax.jacfwd(lambda x: f(t, x))(q)
     return ContactState(g, gd, G, gdd0)

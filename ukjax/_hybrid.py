@@ -46,7 +46,7 @@ from ._contact import AbstractContact
 from ._dynamics import mass_matrix, row_solve
 from ._errors import code_error_if
 from ._events import EventKind, EventLog, Switched, entry_at
-from ._field import ContactState, Field, Mode, contact_state
+from ._field import ContactState, Field, Mode, contact_state, gap_function
 from ._friction import (
     friction_state,
     invalid_coefficients,
@@ -60,7 +60,6 @@ from ._impulse import Impulses, impulse_jump, velocity_rows
 from ._initial import AbstractInitialConditions
 from ._latches import initially_latched, latch_state
 from ._latches import velocity_rows as latch_velocity_rows
-from ._residuals import as_rows
 from ._results import RESULTS
 from ._stepping import Stepping
 from ._wrapped import probe_failures
@@ -223,8 +222,7 @@ class HybridIntegration(eqx.Module):
         crosses), or past it where the approach accelerates; never beyond a gap that
         would fall to zero and rise again (a ball past another)."""
         q, qd = y
-        system = self.field.system
-        gap = lambda t_, q_: as_rows(system.unilateral(t_, q_), "unilateral", system, q.dtype)
+        gap = gap_function(self.field.system, q.dtype)
         g, gd = jax.jvp(gap, (t, q), (jnp.ones_like(t), qd))
         approaching = ~mode.engaged & (g > 0) & (gd < 0)
         h = jnp.where(approaching, g / jnp.where(approaching, -gd, 1.0), jnp.inf)
@@ -354,7 +352,7 @@ class HybridIntegration(eqx.Module):
         sliding = jnp.where((sw.engaged & c.mode.engaged)[:, None], c.mode.sliding, 0.0)
         if L:  # a latch's engage or release value crossed
             on_latch = first >= k + n_friction
-            new, l_qd, l_kind, l_before, l_after = self._latch_switch(c, first - k - n_friction)
+            new, l_qd, l_kind, l_before, l_after = self._latch_switch(c, cs, first - k - n_friction)
             latched = new if latched is None else jnp.where(on_latch, new, latched)
             mine = (c.mode.engaged, l_qd, l_kind, True, l_before, l_after, 0.0, 0.0)
             ev = _pick(on_latch, mine, ev)
@@ -384,7 +382,7 @@ class HybridIntegration(eqx.Module):
         result = RESULTS.where(hit & ~solved, RESULTS.contact_unsolved, c.result)
         return eqx.tree_at(lambda x: (x.qd, x.mode, x.log, x.result), c, (qd, mode, log, result))
 
-    def _latch_switch(self, c: _Carry, j):
+    def _latch_switch(self, c: _Carry, cs: ContactState, j):
         r"""Latch `j`'s event: an engaged latch releases (the velocity is continuous); a
         free one engages with the perfectly inelastic impulsive projection onto every
         constraint then in force (:mod:`ukjax._latches`). Returns (latched, velocity,
@@ -393,8 +391,7 @@ class HybridIntegration(eqx.Module):
         mine = jnp.arange(self.num_latches) == j
         engages = ~jnp.any(mine & c.mode.latched)
         latched = jnp.where(engages, c.mode.latched | mine, c.mode.latched & ~mine)
-        cs = contact_state(self.field.system, c.t, c.q, c.qd)
-        G = jnp.where(c.mode.engaged[:, None], cs.G, 0.0)
+        G = jnp.where(c.mode.engaged[:, None], cs.G, 0.0)  # cs: the contacts at (c.q, c.qd)
         stuck = c.mode.engaged & ~is_sliding(c.mode.sliding)
         grasped = self.project(c.t, c.q, c.qd, G, G @ c.qd, stuck, latched)
         qd = jnp.where(engages, grasped, c.qd)
