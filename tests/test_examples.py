@@ -16,8 +16,23 @@ EXAMPLES = sorted(
 )
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.stem)
+# CI runs these (one per kind of run: a constrained pendulum, Coulomb stick-slip, impacts
+# with complementarity, fitting, a servo-constraint); the others are `extended`.
+IN_CI = {
+    "pendulum_cartesian_uk",
+    "two_block_coulomb_friction",
+    "rocking_block_and_cradle",
+    "fit_duffing",
+    "disc_bar_energy_servo",
+}
+
+
+def _example(p: Path):
+    mark = pytest.mark.slow if p.stem in IN_CI else pytest.mark.extended
+    return pytest.param(p, id=p.stem, marks=mark)
+
+
+@pytest.mark.parametrize("script", [_example(p) for p in EXAMPLES])
 def test_example_runs_quick(script, tmp_path):
     env = dict(os.environ, MPLBACKEND="Agg")
     out = subprocess.run(
@@ -54,6 +69,7 @@ def test_the_demo_command_writes_its_summary_and_figure(tmp_path):
 
 
 def test_examples_are_listed_in_the_readme():
+    assert IN_CI <= {p.stem for p in EXAMPLES}
     readme = (Path(__file__).parent.parent / "examples" / "README.md").read_text()
     for script in EXAMPLES:
         assert script.name in readme, f"{script.name} missing from examples/README.md"

@@ -206,6 +206,34 @@ def test_sliding_friction_couples_with_the_normal_force_like_a_kkt_solve(rng, s)
         assert abs(N_ref - N_other) > 1e-3
 
 
+def test_painleve_bar_is_refused_with_contact_unsolved_where_sliding_has_no_normal_force():
+    """Painleve's paradox (Painleve 1895; Stewart, *Rigid-body dynamics with friction and
+    impact*, SIAM Review 42, 2000, sec. 2): the bar (half-length l, inertia m l^2 / 3) not
+    turning, its end sliding back (s = -1), has the normal force N = m g / D with
+    D = 1 + 3 cos^2 th - 3 mu sin th cos th. With mu = 0.3 at th = 0.8 it slides with
+    that force; with mu = 2, D < 0: no compressive force is consistent with sliding (N
+    would pull), and the run is refused with contact_unsolved and NaN saves, not garbage."""
+    th, m, g = 0.8, 1.0, 9.81
+    q0 = jnp.array([0.0, np.sin(th), th])
+    qd0 = jnp.array([-1.0, 0.0, 0.0])
+    ts = jnp.linspace(0.0, 0.2, 5)
+    for mu, paradox in ((0.3, False), (2.0, True)):
+        bar = SlidingBar(mass=m, length=2.0, g=g, mu=mu)
+        D = 1 + 3 * np.cos(th) ** 2 - 3 * mu * np.sin(th) * np.cos(th)
+        assert (D < 0) == paradox
+        _, N, _ = ukjax.friction_forces(bar, 0.0, q0, qd0, jnp.array([True]), jnp.array([-1]))
+        np.testing.assert_allclose(N[0], m * g / D, rtol=1e-11)  # pulls where D < 0
+        sol = ukjax.simulate(bar, q0, qd0, ts, throw=False)
+        if paradox:
+            assert sol.result == ukjax.RESULTS.contact_unsolved
+            assert np.all(np.isnan(np.asarray(sol.q)))
+            with pytest.raises(Exception, match="could not be resolved"):
+                ukjax.simulate(bar, q0, qd0, ts)
+        else:
+            assert sol.result == ukjax.RESULTS.successful
+            assert int(sol.sliding[1, 0]) == -1 and int(sol.engaged[1, 0]) == 1
+
+
 def test_velocity_tolerance_literal_rule_pushes_with_the_load():
     # at rest with a net force above the static bound: the thesis's sgn(0) = -1 makes the
     # friction push along the load; the consistent rule makes it oppose the motion

@@ -188,7 +188,11 @@ def test_oblique_impact_of_a_spinning_ball_matches_the_closed_form(sticks):
     assert energy(v_out, w_out) < energy(np.append(v_in[:2], vz), w_in)  # never a gain
 
 
-@pytest.mark.slow
+# extended: XLA's compile of this program crashed (segmentation fault) twice in a
+# pytest-xdist worker (CI at stop 44, the working tree at stop 45) while it passes in a
+# plain process (61 s); derivatives through stick and slip events stay in CI on the planar
+# laws (tests/test_friction.py) and through the latches (tests/test_latches.py).
+@pytest.mark.extended
 def test_derivative_through_the_stick_event_matches_finite_differences():
     """Forward mode (`jax.jvp`, `diffrax.ForwardMode`): reverse mode through stick and slip
     events is checked on the planar laws (`tests/test_friction.py`) with the same event

@@ -99,7 +99,7 @@ def test_vmap_and_jit_in_either_order_give_the_same_run():
         np.testing.assert_allclose(a[i], run(g), rtol=0, atol=1e-11)
 
 
-@pytest.mark.slow
+@pytest.mark.extended  # second derivatives in CI: test_adjoint's hessian vs the closed form
 def test_second_derivatives_agree_in_every_order():
     """hessian (forward over reverse), jacrev of jacfwd, jacfwd of jacfwd and jit of
     hessian: equal to round-off and to central differences of the gradient."""

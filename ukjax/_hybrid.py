@@ -196,6 +196,14 @@ class HybridIntegration(eqx.Module):
         """Whether the run has event values (contacts or latches), not impulses only."""
         return bool(self.num_contacts or self.num_latches)
 
+    def at_events(self) -> HybridIntegration:
+        """This integration with the UK kernels of the code that runs once per event or
+        once per step, not once per stage: the event values, the switches, impacts,
+        impulses and the initial mode (:meth:`ukjax.AbstractKernels.at_events`); the
+        vector field of the stages keeps the run's own kernels."""
+        kernels = self.field.uk_solver.kernels.at_events()
+        return eqx.tree_at(lambda h: h.field.uk_solver.kernels, self, kernels)
+
     @property
     def law(self) -> AbstractContact:
         """The contact law (a run with contacts or impulses always has one)."""
@@ -204,8 +212,9 @@ class HybridIntegration(eqx.Module):
 
     # ---- events -------------------------------------------------------------------------
     def _event(self, mode: Mode, offset):
+        field = self.at_events().field  # evaluated once a step, not once a stage
         contact_fn = lambda t, y, args, **kw: jnp.min(
-            self.field.event_values(t, y, mode) + offset, initial=1.0
+            field.event_values(t, y, mode) + offset, initial=1.0
         )
         # Bisection: robust for the kinks of min() and of release laws (Newton is not);
         # the event time still gets its implicit-function derivative.
@@ -241,7 +250,7 @@ class HybridIntegration(eqx.Module):
         t_final = ts[-1]
         t_imp = self._impulse_time(c.next_impulse, c.q.dtype)
         t_end = jnp.where(c.done, c.t, jnp.minimum(t_final, t_imp))
-        values0 = self.field.event_values(c.t, (c.q, c.qd), c.mode)
+        values0 = self.at_events().field.event_values(c.t, (c.q, c.qd), c.mode)
         offset = _offset(values0)
         saves = self.stepping.saves(self.field, jnp.clip(ts, c.t, t_end))
         sol = self.stepping.solve(
@@ -289,12 +298,12 @@ class HybridIntegration(eqx.Module):
             hit = contact_hit & ~failed & ~c.done
             nxt = jax.lax.cond(
                 eqxi.unvmap_any(hit),
-                lambda x: self._switch(x, offset, hit),
+                lambda x: self.at_events()._switch(x, offset, hit),
                 lambda x: x,
                 nxt,
             )
         impulse_now = ~contact_hit & ~failed & ~c.done & (t_stop >= t_imp)
-        nxt = self._apply_impulse(nxt, impulse_now)
+        nxt = self.at_events()._apply_impulse(nxt, impulse_now)
         unsolved = nxt.result != RESULTS.successful  # an event that could not be resolved
         failed = failed | unsolved
         finished = c.done | failed | (~contact_hit & ~impulse_now & (t_stop >= t_final))
@@ -518,7 +527,7 @@ class HybridIntegration(eqx.Module):
     def __call__(self, q0, qd0, ts):
         system = self.field.system
         q0, qd0, initial = self.initial.apply(system, ts[0], q0, qd0)
-        mode, qd0, contact_code, g_min = self.initial_mode(ts[0], q0, qd0)
+        mode, qd0, contact_code, g_min = self.at_events().initial_mode(ts[0], q0, qd0)
         code = RESULTS.where(initial.code == RESULTS.successful, contact_code, initial.code)
         refused = code != RESULTS.successful
         if self.throw:

@@ -195,6 +195,14 @@ class AbstractKernels(eqx.Module):
         :meth:`ops` remain the fallback when it has none worth using."""
         return False
 
+    def at_events(self) -> AbstractKernels:
+        """The kernels of the code of a hybrid run (:mod:`ukjax._hybrid`) that runs once
+        per step or once per event, not once per stage of a step: the event values (the
+        contact forces of the stick-slip events), the mode switches, impacts and the
+        complementarity pivots. It holds many UK solves that run seldom next to the
+        stages: the same kernels unless a subclass says otherwise."""
+        return self
+
 
 class LapackKernels(AbstractKernels):
     """LAPACK factorisations and triangular solves (`jnp.linalg`, `jax.scipy.linalg`).
@@ -230,7 +238,12 @@ class UnrolledKernels(AbstractKernels):
 class AutoKernels(AbstractKernels):
     """Unrolled kernels for n <= `max_unrolled` coordinates, LAPACK above (the default).
 
-    The threshold 8 was measured by `benchmarks/kernels.py` on a 2-core CPU.
+    The threshold 8 was measured by `benchmarks/kernels.py` on a 2-core CPU. The code
+    that a hybrid run executes once per step or per event (:meth:`at_events`: event values,
+    switches, impacts, pivots) uses unrolled kernels only up to `max_unrolled_at_events`
+    coordinates (default 2, LAPACK above): it holds a dozen UK solves whose unrolled
+    copies doubled the compile time of contact runs from n = 3 on, while the stages of
+    the steps keep the unrolled kernels (`benchmarks/RESULTS.md`, contact compile section).
 
     Example:
         >>> import ukjax
@@ -238,16 +251,26 @@ class AutoKernels(AbstractKernels):
         True
         >>> ukjax.AutoKernels(max_unrolled=2).ops(4) is ukjax.LapackKernels().ops(4)
         True
+        >>> ukjax.AutoKernels().at_events().ops(4) is ukjax.LapackKernels().ops(4)
+        True
     """
 
     max_unrolled: int = eqx.field(static=True, default=UNROLL_MAX_N)
     min_structured: int | None = eqx.field(static=True, default=STRUCTURED_MIN_N)
+    max_unrolled_at_events: int = eqx.field(static=True, default=2)
 
     def ops(self, n: int) -> DenseOps:
         return UNROLLED if n <= self.max_unrolled else LAPACK
 
     def structured(self, n: int) -> bool:
         return self.min_structured is not None and n >= self.min_structured
+
+    def at_events(self) -> AutoKernels:
+        return AutoKernels(
+            max_unrolled=self.max_unrolled_at_events,
+            min_structured=self.min_structured,
+            max_unrolled_at_events=self.max_unrolled_at_events,
+        )
 
 
 class StructuredKernels(AbstractKernels):
