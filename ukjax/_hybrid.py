@@ -212,9 +212,8 @@ class HybridIntegration(eqx.Module):
 
     # ---- events -------------------------------------------------------------------------
     def _event(self, mode: Mode, offset):
-        field = self.at_events().field  # evaluated once a step, not once a stage
         contact_fn = lambda t, y, args, **kw: jnp.min(
-            field.event_values(t, y, mode) + offset, initial=1.0
+            self.field.event_values(t, y, mode) + offset, initial=1.0
         )
         # Bisection: robust for the kinks of min() and of release laws (Newton is not);
         # the event time still gets its implicit-function derivative.
@@ -250,7 +249,8 @@ class HybridIntegration(eqx.Module):
         t_final = ts[-1]
         t_imp = self._impulse_time(c.next_impulse, c.q.dtype)
         t_end = jnp.where(c.done, c.t, jnp.minimum(t_final, t_imp))
-        values0 = self.at_events().field.event_values(c.t, (c.q, c.qd), c.mode)
+        events = self.at_events()  # its kernels for all but the stages' vector field
+        values0 = events.field.event_values(c.t, (c.q, c.qd), c.mode)
         offset = _offset(values0)
         saves = self.stepping.saves(self.field, jnp.clip(ts, c.t, t_end))
         sol = self.stepping.solve(
@@ -260,7 +260,7 @@ class HybridIntegration(eqx.Module):
             (c.q, c.qd),
             c.mode,
             diffrax.SaveAt(subs=[saves, diffrax.SubSaveAt(t1=True)]),
-            self._event(c.mode, offset) if self._has_events else None,
+            events._event(c.mode, offset) if self._has_events else None,
             horizon=self._horizon if self.num_contacts else None,
         )
         seg_ts, (seg_q, seg_qd) = sol.ts[0], sol.ys[0]  # pyright: ignore
@@ -298,12 +298,12 @@ class HybridIntegration(eqx.Module):
             hit = contact_hit & ~failed & ~c.done
             nxt = jax.lax.cond(
                 eqxi.unvmap_any(hit),
-                lambda x: self.at_events()._switch(x, offset, hit),
+                lambda x: events._switch(x, offset, hit),
                 lambda x: x,
                 nxt,
             )
         impulse_now = ~contact_hit & ~failed & ~c.done & (t_stop >= t_imp)
-        nxt = self.at_events()._apply_impulse(nxt, impulse_now)
+        nxt = events._apply_impulse(nxt, impulse_now)
         unsolved = nxt.result != RESULTS.successful  # an event that could not be resolved
         failed = failed | unsolved
         finished = c.done | failed | (~contact_hit & ~impulse_now & (t_stop >= t_final))
