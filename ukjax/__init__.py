@@ -37,6 +37,10 @@ The public API:
   :class:`Unrolled`, :class:`StageLoop`: an explicit Runge-Kutta solver with its stages
   written out, or in a loop of sums (faster under `jax.vmap`; :func:`sweep` picks one by
   itself).
+- Rigid bodies in 3-D: :class:`RigidModel` (a tree of bodies and joints with exact loop
+  closures, joint limits and contacts, in MuJoCo's joint coordinates), read from files by
+  :func:`from_mjcf`, :func:`from_urdf`, or from a compiled MuJoCo model by
+  :func:`from_mujoco`.
 - :mod:`ukjax.systems`: ready-made systems from the literature.
 - :func:`compiler_options`: the XLA options ukjax compiles its batched programs with (pass
   them to your own `jax.jit` around a large `jax.vmap(simulate)` on a CPU).
@@ -135,6 +139,9 @@ from ._kernels import (
     UnrolledKernels as UnrolledKernels,
 )
 from ._linalg import weighted_pinv as weighted_pinv
+from ._mjcf import from_mjcf as from_mjcf
+from ._mjcf import from_mujoco as from_mujoco
+from ._mjcf import from_urdf as from_urdf
 from ._projection import (
     Projection as Projection,
 )
@@ -148,6 +155,7 @@ from ._residuals import (
     constraint_residuals as constraint_residuals,
 )
 from ._results import RESULTS as RESULTS
+from ._rigid import RigidModel as RigidModel
 from ._servo import Servo as Servo
 from ._servo import ServoControlled as ServoControlled
 from ._servo import ServoHistory as ServoHistory

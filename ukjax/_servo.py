@@ -164,6 +164,20 @@ def realise(
     return Realisation(tau, S, z, rel)
 
 
+def _may_declare_friction(plant: System) -> bool:
+    """Whether the plant's `friction` hook may return friction data: decided from its
+    output's shape when the plant declares its number of coordinates, else from whether
+    it defines the hook at all."""
+    if not overrides(plant, "friction"):
+        return False
+    n = plant.num_coordinates()
+    if n is None:
+        return True
+    state = jax.ShapeDtypeStruct((n,), jnp.result_type(float))
+    t = jax.ShapeDtypeStruct((), jnp.result_type(float))
+    return jax.eval_shape(lambda t, q: plant.friction(t, q), t, state) is not None
+
+
 class ServoControlled(System):
     r"""A plant driven by its actuators so that it obeys a servo-constraint (module
     docstring): a :class:`ukjax.System` that :func:`ukjax.simulate`, `vmap` and `grad` use
@@ -204,7 +218,7 @@ class ServoControlled(System):
             raise TypeError(f"plant must be a ukjax.System; got {type(self.plant).__name__}.")
         if not isinstance(self.servo, Servo):
             raise TypeError(f"servo must be a ukjax.Servo; got {type(self.servo).__name__}.")
-        if overrides(self.plant, "friction"):
+        if _may_declare_friction(self.plant):
             raise ValueError(
                 f"{type(self.plant).__name__} declares Coulomb friction (System.friction), "
                 "which ukjax's servo control does not compensate yet: its controls would be "
