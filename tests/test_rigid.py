@@ -293,7 +293,7 @@ def test_the_same_arm_from_urdf_and_mjcf_moves_the_same_and_batch_equals_loop():
         np.testing.assert_allclose(single(angles[i]), batch[i], atol=1e-12)
 
 
-@pytest.mark.slow
+@pytest.mark.extended  # 98 s here: the third tier (pytest -m extended), to keep CI in budget
 def test_gradients_with_respect_to_masses_inertias_and_initial_angles_match_finite_differences():
     model = ukjax.from_mjcf(ARM_MJCF)
     ts = jnp.linspace(0.0, 0.5, 3)
@@ -421,7 +421,7 @@ def bricard_mjcf() -> str:
     )
 
 
-@pytest.mark.slow
+@pytest.mark.extended  # 48 s here
 def test_bricard_mechanism_from_bodies_and_hinges_moves_as_the_natural_coordinate_model():
     from ukjax.systems import Bricard
 
