@@ -71,6 +71,20 @@ def test_tree_poses_and_accelerations_equal_mujoco_at_random_states():
         np.testing.assert_allclose(qacc(q, qd), data.qacc, rtol=1e-9, atol=1e-9)
 
 
+def test_float32_accelerations_match_mujoco_to_single_precision():
+    m = mujoco.MjModel.from_xml_string(TREE)
+    data = mujoco.MjData(m)
+    model = ukjax.from_mjcf(TREE)
+    qpos, qvel = _random_state(m, np.random.default_rng(5))
+    data.qpos[:], data.qvel[:] = qpos, qvel
+    mujoco.mj_forward(m, data)
+    q, qd = model.initial_state(qpos.astype(np.float32), qvel.astype(np.float32))
+    assert q.dtype == qd.dtype == jnp.float32
+    qacc = jax.jit(lambda q, qd: model.qacc(q, qd, ukjax.acceleration(model, 0.0, q, qd)))(q, qd)
+    assert qacc.dtype == jnp.float32
+    np.testing.assert_allclose(qacc, data.qacc, atol=1e-4 * np.abs(data.qacc).max())
+
+
 def test_kane_equations_equal_the_lagrange_equations_of_the_kinetic_energy():
     """RigidModel.mass_and_force (Kane/TMT) against the Lagrange terms that ukjax.System
     derives from the same kinetic energy by automatic differentiation (no armature: MuJoCo

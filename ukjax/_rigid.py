@@ -328,10 +328,13 @@ class RigidModel(System):
         normalised; with `project` (default) the state is then moved onto the loop
         closures and equality constraints in the mass metric
         (:func:`ukjax.project_initial_conditions`), so that a pose that only roughly closes
-        a loop is accepted. Works under `jax.vmap`."""
+        a loop is accepted. The state takes the dtype of a floating `qpos`/`qvel` (float32
+        runs), else the default float. Works under `jax.vmap`."""
         from ._projection import project_initial_conditions
 
-        dtype = jnp.result_type(float)
+        given = [jnp.asarray(x) for x in (qpos, qvel) if x is not None]
+        inexact = [x.dtype for x in given if jnp.issubdtype(x.dtype, jnp.inexact)]
+        dtype = jnp.result_type(*inexact) if inexact else jnp.result_type(float)
         q = jnp.asarray(self.qpos0 if qpos is None else qpos, dtype)
         if q.shape != (self.nq,):
             raise ValueError(f"qpos must have shape ({self.nq},) (the model's nq); got {q.shape}.")
