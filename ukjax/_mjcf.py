@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -36,14 +37,16 @@ from ._rigid import BALL, FREE, HINGE, SLIDE, Contact, Equality, Joint, RigidMod
 
 
 _PLANE, _SPHERE, _CAPSULE, _ELLIPSOID, _CYLINDER, _BOX, _MESH = 0, 2, 3, 4, 5, 6, 7
-_REFUSED_GEOMS = {1: "hfield", 7: "mesh", 8: "sdf"}
-_PAIRS = {
-    (_PLANE, _SPHERE): "plane_sphere",
-    (_PLANE, _CAPSULE): "plane_capsule",
-    (_PLANE, _BOX): "plane_box",
-    (_SPHERE, _SPHERE): "sphere_sphere",
-}
-_EQUALITY = {0: "connect", 1: "weld", 2: "joint"}
+_REFUSED_GEOMS = MappingProxyType({1: "hfield", 7: "mesh", 8: "sdf"})
+_PAIRS = MappingProxyType(
+    {
+        (_PLANE, _SPHERE): "plane_sphere",
+        (_PLANE, _CAPSULE): "plane_capsule",
+        (_PLANE, _BOX): "plane_box",
+        (_SPHERE, _SPHERE): "sphere_sphere",
+    }
+)
+_EQUALITY = MappingProxyType({0: "connect", 1: "weld", 2: "joint"})
 
 
 def _mujoco() -> Any:

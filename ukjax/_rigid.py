@@ -40,6 +40,7 @@ Build one with :func:`ukjax.from_mjcf` or :func:`ukjax.from_urdf` (or
 from __future__ import annotations
 
 import dataclasses
+from types import MappingProxyType
 from typing import NamedTuple
 
 import equinox as eqx
@@ -47,13 +48,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _quaternion as quat
+from ._projection import project_initial_conditions
+from ._quaternion import (
+    body_rate,
+    conjugate,
+    cross,
+    from_axis_angle,
+    multiply,
+    rate_from_body,
+    rotate,
+    world_rate,
+)
+from ._rigid_animation import animate as _animate
 from ._system import System
 
 
 FREE, BALL, SLIDE, HINGE = 0, 1, 2, 3  # MuJoCo's mjtJoint
-_QPOS_SIZE = {FREE: 7, BALL: 4, SLIDE: 1, HINGE: 1}
-_QVEL_SIZE = {FREE: 6, BALL: 3, SLIDE: 1, HINGE: 1}
 
 
 class Joint(NamedTuple):
@@ -86,7 +96,9 @@ class Contact(NamedTuple):
     row: int
 
 
-NUM_GAPS = {"plane_sphere": 1, "plane_capsule": 2, "plane_box": 8, "sphere_sphere": 1}
+NUM_GAPS = MappingProxyType(
+    {"plane_sphere": 1, "plane_capsule": 2, "plane_box": 8, "sphere_sphere": 1}
+)
 
 
 Param = np.ndarray | jax.Array  # a physical parameter: float64 NumPy, or traced
@@ -220,15 +232,15 @@ class RigidModel(System):
         if joint.kind == SLIDE:
             shift = q[joint.qpos] - self._param("qpos0", dtype)[joint.qpos]
             axis = self._param("jnt_axis", dtype)[j]
-            return pos + quat.rotate(rot, axis) * shift, rot
-        anchor = pos + quat.rotate(rot, anchor_local)
+            return pos + rotate(rot, axis) * shift, rot
+        anchor = pos + rotate(rot, anchor_local)
         if joint.kind == BALL:
             local = q[joint.qpos : joint.qpos + 4]
         else:
             angle = q[joint.qpos] - self._param("qpos0", dtype)[joint.qpos]
-            local = quat.from_axis_angle(self._param("jnt_axis", dtype)[j], angle)
-        rot = quat.multiply(rot, local)
-        return anchor - quat.rotate(rot, anchor_local), rot
+            local = from_axis_angle(self._param("jnt_axis", dtype)[j], angle)
+        rot = multiply(rot, local)
+        return anchor - rotate(rot, anchor_local), rot
 
     def body_poses(self, q):
         r"""World positions (nb, 3) and quaternions (nb, 4) of the bodies' frames at q
@@ -240,8 +252,8 @@ class RigidModel(System):
         rotations = [jnp.array([1.0, 0.0, 0.0, 0.0], dtype)]
         for b in range(1, len(self.parents)):
             p = self.parents[b]
-            pos = positions[p] + quat.rotate(rotations[p], body_pos[b])
-            rot = quat.multiply(rotations[p], body_quat[b])
+            pos = positions[p] + rotate(rotations[p], body_pos[b])
+            rot = multiply(rotations[p], body_quat[b])
             for j in self.body_joints[b]:
                 pos, rot = self._joint_frame(j, self.joints[j], q, pos, rot)
             positions.append(pos)
@@ -250,28 +262,26 @@ class RigidModel(System):
 
     def _inertial_frames(self, q):
         pos, rot = self.body_poses(q)
-        com = pos + quat.rotate(rot, self._param("body_ipos", q.dtype))
-        return com, quat.multiply(rot, self._param("body_iquat", q.dtype))
+        com = pos + rotate(rot, self._param("body_ipos", q.dtype))
+        return com, multiply(rot, self._param("body_iquat", q.dtype))
 
     def points(self, q, bodies, local):
         """World positions (k, 3) of the points `local` (k, 3) fixed in `bodies` (k,)."""
         pos, rot = self.body_poses(q)
         b = np.asarray(bodies)
-        return pos[b] + quat.rotate(rot[b], local)
+        return pos[b] + rotate(rot[b], local)
 
     def geom_poses(self, q):
         """World positions (ngeom, 3) and quaternions (ngeom, 4) of the geoms at q."""
         pos, rot = self.body_poses(q)
         b = np.asarray(self.geom_body, dtype=int)
         gpos, gquat = self._param("geom_pos", pos.dtype), self._param("geom_quat", pos.dtype)
-        return pos[b] + quat.rotate(rot[b], gpos), quat.multiply(rot[b], gquat)
+        return pos[b] + rotate(rot[b], gpos), multiply(rot[b], gquat)
 
     def animate(self, q, path, *, ts=None, fps: int = 30, every: int = 1):
         """Save an animation (.gif) of the configurations `q` (T, nq) (e.g. `solution.q`)
         drawn as the model's geoms; see :func:`ukjax._rigid_animation.animate`."""
-        from ._rigid_animation import animate
-
-        return animate(self, q, path, ts=ts, fps=fps, every=every)
+        return _animate(self, q, path, ts=ts, fps=fps, every=every)
 
     # --- MuJoCo's coordinates -------------------------------------------------------
 
@@ -284,9 +294,9 @@ class RigidModel(System):
         for j in self.joints:
             a = j.qpos
             if j.kind == FREE:
-                parts += [qd[a : a + 3], quat.body_rate(q[a + 3 : a + 7], qd[a + 3 : a + 7])]
+                parts += [qd[a : a + 3], body_rate(q[a + 3 : a + 7], qd[a + 3 : a + 7])]
             elif j.kind == BALL:
-                parts.append(quat.body_rate(q[a : a + 4], qd[a : a + 4]))
+                parts.append(body_rate(q[a : a + 4], qd[a : a + 4]))
             else:
                 parts.append(qd[a : a + 1])
         return jnp.concatenate(parts) if parts else jnp.zeros(0, q.dtype)
@@ -314,10 +324,10 @@ class RigidModel(System):
             if j.kind == FREE:
                 parts += [
                     qvel[v : v + 3],
-                    quat.rate_from_body(q[a + 3 : a + 7], qvel[v + 3 : v + 6]),
+                    rate_from_body(q[a + 3 : a + 7], qvel[v + 3 : v + 6]),
                 ]
             elif j.kind == BALL:
-                parts.append(quat.rate_from_body(q[a : a + 4], qvel[v : v + 3]))
+                parts.append(rate_from_body(q[a : a + 4], qvel[v : v + 3]))
             else:
                 parts.append(qvel[v : v + 1])
         return jnp.concatenate(parts) if parts else jnp.zeros(0, q.dtype)
@@ -330,8 +340,6 @@ class RigidModel(System):
         (:func:`ukjax.project_initial_conditions`), so that a pose that only roughly closes
         a loop is accepted. The state takes the dtype of a floating `qpos`/`qvel` (float32
         runs), else the default float. Works under `jax.vmap`."""
-        from ._projection import project_initial_conditions
-
         given = [jnp.asarray(x) for x in (qpos, qvel) if x is not None]
         inexact = [x.dtype for x in given if jnp.issubdtype(x.dtype, jnp.inexact)]
         dtype = jnp.result_type(*inexact) if inexact else jnp.result_type(float)
@@ -370,7 +378,7 @@ class RigidModel(System):
         `qvel` (for the armature) and $p\cdot\dot p$ of every joint quaternion (for the
         completion $2J_0(p\cdot\dot p)^2$)."""
         (_, rot), (com_dot, rot_dot) = jax.jvp(self._inertial_frames, (q,), (qd,))
-        omega = quat.body_rate(rot, rot_dot)
+        omega = body_rate(rot, rot_dot)
         radial = [
             jnp.reshape(q[a : a + 4] @ qd[a : a + 4], (1,)) for a, _ in self._quaternion_joints()
         ]
@@ -400,7 +408,7 @@ class RigidModel(System):
         nb = len(self.parents)
         omega = u[3 * nb : 6 * nb].reshape(nb, 3)
         inertia = self._param("body_inertia", dtype)
-        gyroscopic = quat.cross(omega, inertia * omega).reshape(-1)
+        gyroscopic = cross(omega, inertia * omega).reshape(-1)
         bias = W * u_dot
         bias = bias.at[3 * nb : 6 * nb].add(gyroscopic)
         Q = -pullback(bias)[0] - jax.grad(lambda x: self.potential_energy(t, x))(q)
@@ -460,10 +468,10 @@ class RigidModel(System):
         pos, rot = self.body_poses(q)
         p1, r1, p2, r2 = pos[eq.obj1], rot[eq.obj1], pos[eq.obj2], rot[eq.obj2]
         if eq.kind == "connect":
-            return p1 + quat.rotate(r1, data[0:3]) - p2 - quat.rotate(r2, data[3:6])
+            return p1 + rotate(r1, data[0:3]) - p2 - rotate(r2, data[3:6])
         # weld: body 2's pose in body 1's frame is data[3:6], data[6:10]
-        rel_pos = quat.rotate(quat.conjugate(r1), p2 - p1) - data[3:6]
-        rel_rot = quat.multiply(quat.conjugate(data[6:10]), quat.multiply(quat.conjugate(r1), r2))
+        rel_pos = rotate(conjugate(r1), p2 - p1) - data[3:6]
+        rel_rot = multiply(conjugate(data[6:10]), multiply(conjugate(r1), r2))
         return jnp.concatenate([rel_pos, rel_rot[1:]])
 
     def _limits(self, q):
@@ -486,7 +494,7 @@ class RigidModel(System):
 
         def frame(g):
             b = self.geom_body[g]
-            return pos[b] + quat.rotate(rot[b], gpos[g]), quat.multiply(rot[b], gquat[g])
+            return pos[b] + rotate(rot[b], gpos[g]), multiply(rot[b], gquat[g])
 
         gaps, normals, points, bodies, others = [], [], [], [], []
         for c in self.contacts:
@@ -503,18 +511,18 @@ class RigidModel(System):
                 bodies.append((b2,))
                 others.append((b1,))
                 continue
-            n = quat.rotate(r1, jnp.array([0.0, 0.0, 1.0], dtype))
+            n = rotate(r1, jnp.array([0.0, 0.0, 1.0], dtype))
             if c.kind == "plane_sphere":
                 r = size[c.geom2, 0]
                 centres = c2[None]
             elif c.kind == "plane_capsule":
                 r = size[c.geom2, 0]
-                half = quat.rotate(r2, jnp.array([0.0, 0.0, 1.0], dtype)) * size[c.geom2, 1]
+                half = rotate(r2, jnp.array([0.0, 0.0, 1.0], dtype)) * size[c.geom2, 1]
                 centres = jnp.stack([c2 + half, c2 - half])
             else:  # plane_box: the 8 corners
                 r = jnp.zeros((), dtype)
                 signs = jnp.array(np.array(np.meshgrid(*[[-1.0, 1.0]] * 3)).reshape(3, -1).T, dtype)
-                centres = c2 + quat.rotate(r2[None], signs * size[c.geom2])
+                centres = c2 + rotate(r2[None], signs * size[c.geom2])
             gaps.append((centres - c1) @ n - r)
             normals.append(jnp.broadcast_to(n, centres.shape))
             points.append(centres - r * n)
@@ -544,8 +552,8 @@ class RigidModel(System):
         def velocity(qd):
             (pos, rot), (pos_dot, rot_dot) = jax.jvp(self.body_poses, (q,), (qd,))
             b = np.asarray(bodies)
-            omega = quat.world_rate(rot[b], rot_dot[b])
-            return pos_dot[b] + quat.cross(omega, points - pos[b])
+            omega = world_rate(rot[b], rot_dot[b])
+            return pos_dot[b] + cross(omega, points - pos[b])
 
         return jax.jacfwd(velocity)(jnp.zeros_like(q))
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from . import _quaternion as quat
+from ._quaternion import matrix
 
 
 _PLANE, _SPHERE, _CAPSULE, _ELLIPSOID, _CYLINDER, _BOX = 0, 2, 3, 4, 5, 6
@@ -24,7 +24,7 @@ _PLANE, _SPHERE, _CAPSULE, _ELLIPSOID, _CYLINDER, _BOX = 0, 2, 3, 4, 5, 6
 
 def _segments(kind: int, size, pos, rot) -> list[np.ndarray]:
     """Polylines (k, 3) that outline one geom in the world frame."""
-    R = np.asarray(quat.matrix(rot))
+    R = np.asarray(matrix(rot))
     if kind in (_SPHERE, _ELLIPSOID):
         t = np.linspace(0, 2 * np.pi, 25)
         radii = np.broadcast_to(size if kind == _ELLIPSOID else size[:1], (3,))
