@@ -220,7 +220,7 @@ def _check_supported(m, where: _Where) -> None:
         warnings.warn(f"{where.origin}: sensors are ignored by ukjax.", stacklevel=3)
 
 
-def _collides(m, g1: int, g2: int) -> bool:
+def _collides(m, g1: int, g2: int, excluded: frozenset[int]) -> bool:
     """MuJoCo's filter for a dynamic geom pair: different weld bodies, not parent and
     child (unless disabled), compatible contype/conaffinity, not excluded."""
     mujoco = _mujoco()
@@ -237,16 +237,17 @@ def _collides(m, g1: int, g2: int) -> bool:
     ):
         return False
     signature = (min(b1, b2) << 16) + max(b1, b2)
-    return signature not in set(int(s) for s in m.exclude_signature)
+    return signature not in excluded
 
 
 def _contacts(m, where: _Where):
     """The colliding pairs ukjax handles, and their friction coefficients."""
+    excluded = frozenset(int(s) for s in m.exclude_signature)
     candidates = [
         (g1, g2, max(m.geom_friction[g1, 0], m.geom_friction[g2, 0]))
         for g1 in range(m.ngeom)
         for g2 in range(g1 + 1, m.ngeom)
-        if _collides(m, g1, g2)
+        if _collides(m, g1, g2, excluded)
     ]
     candidates += [
         (int(m.pair_geom1[p]), int(m.pair_geom2[p]), m.pair_friction[p, 0]) for p in range(m.npair)

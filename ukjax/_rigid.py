@@ -389,9 +389,13 @@ class RigidModel(System):
         u = self._quasi_velocities(q, qd)
         return 0.5 * jnp.sum(self._weights(q.dtype) * u * u)
 
+    def _velocity_jacobian(self, q):
+        r"""$J = \partial u/\partial\dot q$ of the quasi-velocities ($u = J\dot q$)."""
+        return jax.jacfwd(lambda v: self._quasi_velocities(q, v))(jnp.zeros_like(q))
+
     def mass_matrix(self, t, q):
         r"""$M = J^TWJ$ with $J = \partial u/\partial\dot q$ of the quasi-velocities."""
-        J = jax.jacfwd(lambda v: self._quasi_velocities(q, v))(jnp.zeros_like(q))
+        J = self._velocity_jacobian(q)
         return J.T @ (self._weights(q.dtype)[:, None] * J)
 
     def mass_and_force(self, t, q, qd):
@@ -402,8 +406,9 @@ class RigidModel(System):
         equations of $T$ (checked in the tests), in a third of the program."""
         dtype = q.dtype
         W = self._weights(dtype)
-        M = self.mass_matrix(t, q)
-        u, pullback = jax.vjp(lambda v: self._quasi_velocities(q, v), qd)
+        J = self._velocity_jacobian(q)  # u is linear in qd: J gives M, u and the pullback
+        M = J.T @ (W[:, None] * J)
+        u = J @ qd
         u_dot = jax.jvp(lambda x: self._quasi_velocities(x, qd), (q,), (qd,))[1]
         nb = len(self.parents)
         omega = u[3 * nb : 6 * nb].reshape(nb, 3)
@@ -411,7 +416,7 @@ class RigidModel(System):
         gyroscopic = cross(omega, inertia * omega).reshape(-1)
         bias = W * u_dot
         bias = bias.at[3 * nb : 6 * nb].add(gyroscopic)
-        Q = -pullback(bias)[0] - jax.grad(lambda x: self.potential_energy(t, x))(q)
+        Q = -J.T @ bias - jax.grad(lambda x: self.potential_energy(t, x))(q)
         damping = self.forces(t, q, qd)
         return M, Q if damping is None else Q + damping
 
@@ -487,14 +492,10 @@ class RigidModel(System):
     def _contact_geometry(self, q):
         """For every gap: (gap (k,), normal (k, 3), point (k, 3), body (k,), other (k,))
         with the normal pointing from `other` to `body`."""
-        pos, rot = self.body_poses(q)
         dtype = q.dtype
-        gpos, gquat = self._param("geom_pos", dtype), self._param("geom_quat", dtype)
+        geom_pos, geom_rot = self.geom_poses(q)
         size = self._param("geom_size", dtype)
-
-        def frame(g):
-            b = self.geom_body[g]
-            return pos[b] + rotate(rot[b], gpos[g]), multiply(rot[b], gquat[g])
+        frame = lambda g: (geom_pos[g], geom_rot[g])
 
         gaps, normals, points, bodies, others = [], [], [], [], []
         for c in self.contacts:
@@ -546,16 +547,18 @@ class RigidModel(System):
             rows.append(self._contact_geometry(q)[0])
         return jnp.concatenate(rows) if rows else None
 
-    def _point_velocity_rows(self, q, bodies, points):
-        """(k, 3, nq): the velocity of the material point of `bodies` at `points`."""
+    def _relative_velocity_rows(self, q, bodies, others, points):
+        """(k, 3, nq): the velocity of the material point of `bodies` at `points` relative
+        to that of `others` there, from one forward pass of the kinematics per column."""
+        b, o = np.asarray(bodies), np.asarray(others)
 
-        def velocity(qd):
+        def relative(qd):
             (pos, rot), (pos_dot, rot_dot) = jax.jvp(self.body_poses, (q,), (qd,))
-            b = np.asarray(bodies)
-            omega = world_rate(rot[b], rot_dot[b])
-            return pos_dot[b] + cross(omega, points - pos[b])
+            omega = world_rate(rot, rot_dot)
+            v = lambda i: pos_dot[i] + cross(omega[i], points - pos[i])
+            return v(b) - v(o)
 
-        return jax.jacfwd(velocity)(jnp.zeros_like(q))
+        return jax.jacfwd(relative)(jnp.zeros_like(q))
 
     def friction(self, t, q):
         r"""Coulomb friction on every contact gap whose pair has a positive coefficient:
@@ -566,9 +569,7 @@ class RigidModel(System):
             return None
         dtype = q.dtype
         _, normal, point, bodies, others = self._contact_geometry(q)
-        v_rel = self._point_velocity_rows(q, bodies, point) - self._point_velocity_rows(
-            q, others, point
-        )
+        v_rel = self._relative_velocity_rows(q, bodies, others, point)
         t1, t2 = _tangents(normal)
         T = jnp.stack([jnp.einsum("kd,kdn->kn", t1, v_rel), jnp.einsum("kd,kdn->kn", t2, v_rel)], 1)
         mu = jnp.concatenate(
