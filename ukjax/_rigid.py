@@ -403,7 +403,7 @@ class RigidModel(System):
         $Q = J^T(f - W\dot J\dot q - \omega\times I\omega) - \partial V/\partial q$ +
         damping, with $\dot J\dot q$ one forward derivative of $u$ along $\dot q$ and
         the gyroscopic torques in the principal frames; the same as the Lagrange
-        equations of $T$ (checked in the tests), in a third of the program."""
+        equations of $T$ (checked in the tests), from one Jacobian of $u$."""
         dtype = q.dtype
         W = self._weights(dtype)
         J = self._velocity_jacobian(q)  # u is linear in qd: J gives M, u and the pullback
