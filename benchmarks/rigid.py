@@ -3,6 +3,8 @@ MuJoCo C on the *same file*, same CPU, one run.
 
 Systems (contacts off, gravity on, released from random joint angles at rest):
 - `arm6`: the 6-DoF arm of `examples/models/arm6.urdf` (joint damping);
+- `arm7`: a 7-DoF redundant arm (MJCF; joint axes z y z y z y z as a Franka Panda's,
+  capsule links whose masses and inertias MuJoCo computes from the geoms, joint damping);
 - `chain16`: a 16-link chain of hinged capsules (MJCF);
 - `fourbar`: a planar four-bar whose loop is closed by an MJCF `connect` (exact in ukjax,
   MuJoCo's default soft constraint).
@@ -52,6 +54,27 @@ def chain_xml(n: int) -> str:
         body = (
             f'<body name="b{i}" pos="{pos}"><joint type="hinge" axis="0 1 0" damping="0.01"/>'
             f'<geom type="capsule" fromto="0 0 0 0 0 -0.2" size="0.02"/>{body}</body>'
+        )
+    options = '<option><flag contact="disable"/></option>'
+    return f"<mujoco>{options}<worldbody>{body}</worldbody></mujoco>"
+
+
+def arm7_xml() -> str:
+    """A 7-DoF arm with alternating yaw/pitch joints (a Panda's axis pattern), 1.1 m."""
+    links = [  # (offset from the previous joint, axis, link length, radius)
+        ("0 0 0.1", "0 0 1", 0.2, 0.06),
+        ("0 0 0.2", "0 1 0", 0.3, 0.05),
+        ("0 0 0.3", "0 0 1", 0.1, 0.05),
+        ("0 0 0.1", "0 1 0", 0.3, 0.04),
+        ("0 0 0.3", "0 0 1", 0.1, 0.04),
+        ("0 0 0.1", "0 1 0", 0.1, 0.03),
+        ("0 0 0.1", "0 0 1", 0.08, 0.03),
+    ]
+    body = ""
+    for i, (pos, axis, length, r) in reversed(list(enumerate(links))):
+        body = (
+            f'<body name="l{i + 1}" pos="{pos}"><joint axis="{axis}" damping="0.2"/>'
+            f'<geom type="capsule" fromto="0 0 0 0 0.02 {length}" size="{r}"/>{body}</body>'
         )
     options = '<option><flag contact="disable"/></option>'
     return f"<mujoco>{options}<worldbody>{body}</worldbody></mujoco>"
@@ -119,7 +142,11 @@ def main():
     with open(ARM) as f:
         systems = {"arm6": ("urdf", f.read())}
     if not args.quick:
-        systems.update(chain16=("mjcf", chain_xml(16)), fourbar=("mjcf", fourbar_xml()))
+        systems.update(
+            arm7=("mjcf", arm7_xml()),
+            chain16=("mjcf", chain_xml(16)),
+            fourbar=("mjcf", fourbar_xml()),
+        )
     rng = np.random.default_rng(0)
     rk4 = dict(solver=ukjax.RK4(), stepsize_controller=diffrax.ConstantStepSize(), dt0=DT)
     rows = []

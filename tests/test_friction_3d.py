@@ -210,3 +210,25 @@ def test_derivative_through_the_stick_event_matches_finite_differences():
     h = 1e-5
     fd = (float(x_end(one + h)) - float(x_end(one - h))) / (2 * h)
     assert abs(float(tangent) - fd) < 1e-7 * max(1.0, abs(fd))
+
+
+def test_a_slip_that_has_just_started_is_pointed_by_its_heading_not_by_round_off():
+    """Right after a stick-to-slip event the projection has set v = 0 up to round-off
+    (1e-30 m/s in any direction): the kinetic force must oppose the heading the event
+    chose; once the slip is real (|v| >> sqrt(eps)) it opposes v itself (Coulomb)."""
+    from ukjax._friction import FrictionState, slip_direction
+
+    heading = jnp.array([[1.0, 0.0], [0.0, 0.0]])  # contact 0 slides along +t1, 1 is stuck
+
+    def direction(v):
+        vt = jnp.array([v, [0.0, 0.0]])
+        zeros = jnp.zeros(2)
+        fs = FrictionState(jnp.zeros((2, 2, 3)), vt, jnp.zeros((2, 2)), zeros, zeros)
+        return np.asarray(slip_direction(fs, heading))
+
+    for noise in ([0.0, 3e-31], [-1e-31, 5e-32], [0.0, 0.0]):
+        np.testing.assert_allclose(direction(noise)[0], [1.0, 0.0], atol=1e-12)
+    real = np.array([0.6, 0.8]) * 1e-2
+    np.testing.assert_allclose(direction(real)[0], [0.6, 0.8], atol=1e-5)
+    np.testing.assert_allclose(direction(-real)[0], [0.6, 0.8], atol=1e-5)  # oriented by h
+    assert np.all(direction(real)[1] == 0.0)  # stuck: no kinetic force

@@ -407,6 +407,45 @@ def test_a_ball_thrown_along_a_rough_table_slides_then_rolls_at_five_sevenths_it
     np.testing.assert_allclose(sol.q[:, 2], r, atol=1e-10)  # on the table throughout
 
 
+TIPPING_CAPSULE = """<mujoco><worldbody><geom type="plane" size="5 5 .1" friction="0.8"/>
+<body pos="0 0 0.5" euler="0 25 0"><freejoint/>
+<geom type="capsule" fromto="0 0 -0.25 0 0 0.25" size="0.05" friction="0.8"/></body>
+</worldbody></mujoco>"""
+
+
+@pytest.mark.slow
+def test_a_capsule_tipping_over_on_a_rough_floor_slips_once_then_lands_flat():
+    """A capsule dropped tilted lands on its lower end (inelastic, sticking), pivots, starts
+    to slip where its holding friction reaches the cone (|F| = mu N) and lands flat:
+    three events, no more - the slip starts from v = 0 and its round-off must not point
+    the kinetic force or fire turn events (it used to chatter through ~100 release /
+    impact events at one instant) - no penetration, energy never rising, at rest lying
+    on the floor at the end."""
+    rod = ukjax.from_mjcf(TIPPING_CAPSULE)
+    law, mu, r = ukjax.Impact(restitution=0.0), 0.8, 0.05
+    q0, qd0 = rod.initial_state()
+    run = jax.jit(lambda q, qd, ts: ukjax.simulate(rod, q, qd, ts, contact=law))
+    sol = run(q0, qd0, jnp.linspace(0.0, 1.0, 101))
+    n = int(sol.events.count)
+    kinds = [ukjax.EVENT_KINDS[int(k)] for k in sol.events.kind[:n]]
+    assert kinds == ["impact", "slip", "impact"]
+    assert [int(c) for c in sol.events.contact[:n]] == [0, 0, 1]
+    gaps = jax.vmap(lambda q: rod.unilateral(0.0, q))(sol.q)
+    assert float(gaps.min()) > -1e-10
+    E = jax.vmap(lambda q, qd: rod.kinetic_energy(0.0, q, qd) + rod.potential_energy(0.0, q))(
+        sol.q, sol.qd
+    )
+    assert float(jnp.diff(E).max()) < 1e-9
+    np.testing.assert_allclose(sol.q[-1, 2], r, atol=1e-9)  # lying on the floor
+    assert float(jnp.abs(rod.qvel(sol.q[-1], sol.qd[-1])).max()) < 1e-9  # at rest
+    # just before the slip, the end is held by friction at the edge of the cone
+    t_slip = float(sol.events.time[1])
+    before = run(q0, qd0, jnp.linspace(0.0, t_slip - 1e-9, 101))
+    q, qd = before.q[-1], before.qd[-1]
+    _, N, F = ukjax.friction_forces(rod, 0.0, q, qd, jnp.array([True, False]), contact=law)
+    np.testing.assert_allclose(jnp.linalg.norm(F[0]) / N[0], mu, rtol=1e-6)
+
+
 def bricard_mjcf() -> str:
     """IFToMM A04 from bodies and hinges: five rods (boxes 1 x 0.1 x 0.1 m, 1 kg) hinged in a
     chain from the ground at J0; the sixth hinge, rod 5 to the ground at J5, is two

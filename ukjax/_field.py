@@ -186,6 +186,17 @@ class Field(eqx.Module):
             values.append(latch_event_values(self.system, t, y[0], y[1], mode.latched))
         return jnp.concatenate(values)
 
+    def event_floors(self, mode: Mode, dtype) -> jax.Array:
+        """Per event value (the layout of :meth:`event_values`): the level above 0 its
+        segment start is shifted to (:meth:`ukjax.AbstractFriction.event_floor`)."""
+        k = mode.engaged.shape[0]
+        floors = [jnp.zeros(k, dtype)]
+        if self.friction is not None:
+            floors.append(self.friction.event_floor(mode.engaged, mode.sliding).astype(dtype))
+        if mode.latched is not None:
+            floors.append(jnp.zeros(mode.latched.shape[0], dtype))
+        return jnp.concatenate(floors)
+
     def failures(self, t, y, mode: Mode | None = None) -> Failures:
         """The UK checks at the state y (in `mode`)."""
         return _failures_call(self, t, y, mode)

@@ -41,8 +41,12 @@ The strategies:
   slip stops (it changes sign through $v_i = 0$ along the oriented direction) or when
   the slip has turned by 60 degrees from the heading; at the latter the heading is
   renewed to $v_i/|v_i|$ (no velocity change, not logged), at the former the contact
-  sticks or slides on as in the planar case, now away from the holding force,
-  $h_i = -\lambda_{t,i}/|\lambda_{t,i}|$.
+  sticks if the static bound holds, and otherwise slides on along the slip it has then
+  (logged as a slip, no velocity change). Slip speeds below $\sqrt\varepsilon$ carry no
+  direction of their own (a slip that has just started from $v_i = 0$): there the
+  heading points the kinetic force, and such a slip's turn event waits until the slip
+  has grown past round-off, so round-off neither points the force nor fires a turn; an
+  established slip stops on time.
 - :class:`VelocityTolerance`: the velocity-tolerance rule of Bajodah 2003, §5.8–5.9
   (eqs 379–386), evaluated at every state with no events: slide if $|v_i| > \delta$ or
   the friction needed to hold it exceeds $\mu_s N_i$, else impose the damped stick
@@ -101,12 +105,23 @@ def slip_direction(fs: FrictionState, heading) -> jax.Array:
     r"""The (k, d) direction $u_i$ of the kinetic force of contacts sliding with `heading`
     (zero for stuck contacts): the heading itself for d = 1; for d = 2 the slip direction
     $v_i/|v_i|$ oriented by the heading ($\operatorname{sgn}(h_i\cdot v_i)$), the heading
-    where the slip is zero."""
+    where the slip is zero: $u_i = $ unit$(\pm v_i + \sqrt\varepsilon\,h_i)$. A slip
+    that has just started (the event projected $v_i$ to 0) has no direction of its own:
+    its round-off (1e-30 m/s) must not point the kinetic force, so below
+    $\sqrt\varepsilon$ (in the units of $v$) the heading leads; above, the bias is
+    at most $\sqrt\varepsilon/|v_i|$ radians."""
     if heading.shape[-1] == 1:
         return heading
     along = jnp.where(jnp.sum(fs.vt * heading, axis=-1) >= 0, 1.0, -1.0)
-    u = unit(fs.vt * along[:, None], heading)
+    u = unit(fs.vt * along[:, None] + slip_floor(fs.vt.dtype) * heading, heading)
     return jnp.where(is_sliding(heading)[:, None], u, 0.0)
+
+
+def slip_floor(dtype) -> float:
+    r"""$\sqrt\varepsilon$: the 3-D slip speed (in the units of $v$) below which a slip's
+    direction is round-off and its heading stands in for it (:func:`slip_direction`,
+    :meth:`Coulomb.event_value`)."""
+    return float(jnp.finfo(dtype).eps) ** 0.5
 
 
 def slip_speed(fs: FrictionState) -> jax.Array:
@@ -161,6 +176,11 @@ class AbstractFriction(eqx.Module):
         """Per contact: a value whose downward zero crossing switches its friction mode;
         none (shape (0,)) for a law without events."""
         return jnp.zeros((0,), fs.vt.dtype)
+
+    def event_floor(self, engaged, sliding) -> jax.Array:
+        """Per event value: how far above 0 it must start for a crossing of 0 to count (the
+        segment's start value is shifted up to this); none by default."""
+        return jnp.zeros((0,), sliding.dtype)
 
     def switch(
         self, i, engaged, sliding, motion: EventMotion
@@ -229,7 +249,8 @@ class Coulomb(AbstractFriction):
 
     def event_value(self, engaged, sliding, fs: FrictionState, normal, tangential):
         r"""Per contact: $\mu_sN - |\lambda_t|$ while stuck; while sliding $s\,v$ (d = 1),
-        $h\cdot v - \tfrac12|v|$ (d = 2: the slip stopped, or turned by 60 degrees)."""
+        $h\cdot v - \tfrac12|v|$ (d = 2: the slip stopped, or turned by 60 degrees;
+        see :meth:`event_floor` for a slip that has just started)."""
         moving = engaged & is_sliding(sliding)
         stuck = jnp.where(engaged & ~moving, fs.mu_s * normal - norm(tangential), 1.0)
         along = jnp.sum(sliding * fs.vt, axis=-1)
@@ -237,11 +258,27 @@ class Coulomb(AbstractFriction):
             along = along - self.turn * norm(fs.vt)
         return jnp.where(moving, along, stuck)
 
+    def event_floor(self, engaged, sliding) -> jax.Array:
+        r"""A 3-D slip's event value must fall below $-(1 - \text{turn})\sqrt\varepsilon$
+        (not just below 0) to fire when the segment starts with its slip below
+        $\sqrt\varepsilon$ - a slip that has just started, whose direction is still
+        round-off; one whose value starts above that fires at 0, on time."""
+        moving = engaged & is_sliding(sliding)
+        if sliding.shape[-1] == 1:
+            return jnp.zeros(moving.shape, sliding.dtype)
+        size = (1.0 - self.turn) * slip_floor(sliding.dtype)
+        return jnp.where(moving, size, 0.0).astype(sliding.dtype)
+
     def switch(self, i, engaged, sliding, motion: EventMotion):
         r"""A stuck contact starts to slide (opposite to the friction force that held it);
         a sliding one whose slip reached zero sticks if the static bound holds there, and
         slides on away from the holding force otherwise; $v_i$ is then set to 0 (the UK
-        impulsive projection). A 3-D slip that turned (not stopped) renews its heading."""
+        impulsive projection). A 3-D slip that turned (not stopped) renews its heading;
+        so does, unprojected, a slip that has just started and grows (past round-off,
+        :meth:`event_floor`) away from its heading where the static bound fails: the
+        holding force's direction need not be where the contact can slide (with
+        $\mu_s = \mu_k$ the slip starts with zero acceleration), and re-projecting to
+        $v_i = 0$ would stall the run at one instant."""
         k = engaged.shape[0]
         trig = jnp.arange(k) == i
         before = motion.friction_state(motion.qd)
@@ -250,15 +287,17 @@ class Coulomb(AbstractFriction):
         fs, normal, tangential = motion.forces(motion.qd, engaged, held)
         holds = norm(tangential) <= fs.mu_s * normal
         new = jnp.where((~was_sliding | ~holds)[:, None], away(tangential), 0.0)
-        turning = jnp.asarray(False)
-        if fs.vt.shape[1] > 1:  # a slip that only turned keeps sliding along itself
+        turning = reversing = jnp.asarray(False)
+        if fs.vt.shape[1] > 1:  # a 3-D slip that does not stick slides on along itself
             slow = norm(before.vt) <= self.speed_tol(before.vt.dtype)
             turning = jnp.any(trig & was_sliding & ~slow)
-            new = jnp.where(turning, unit(before.vt, sliding), new)
+            grown = norm(before.vt) > 0.5 * slip_floor(before.vt.dtype)  # not round-off
+            reversing = jnp.any(trig & was_sliding & slow & ~holds & grown)
+            new = jnp.where(turning | reversing, unit(before.vt, sliding), new)
         sliding = jnp.where((trig & engaged)[:, None], new, sliding)
         stuck = ~is_sliding(sliding)
         qd = motion.hold(motion.qd, engaged, engaged & (stuck | trig))
-        qd = jnp.where(turning, motion.qd, qd)
+        qd = jnp.where(turning | reversing, motion.qd, qd)
         kind = jnp.where(jnp.any(trig & stuck), EventKind.STICK, EventKind.SLIP)
         kind = jnp.where(turning, EventKind.NONE, kind)
         after = motion.friction_state(qd)

@@ -167,13 +167,14 @@ class _TimeBisection(optx.Bisection):
         return width < self.atol + self.rtol * jnp.abs(y), optx.RESULTS.successful
 
 
-def _offset(values):
+def _offset(values, floors):
     """Per contact: a shift making the segment's initial event value strictly positive
-    (the smallest normal number), so that a value that starts at or just below zero after
-    an event (root-finding round-off) does not mask another contact's crossing in the first
-    step. It is not compounded: the next event of that contact is at the same level."""
+    (the smallest normal number; at least `floors`, the laws' own start levels), so that a
+    value that starts at or just below zero after an event (root-finding round-off) does
+    not mask another contact's crossing in the first step. It is not compounded: the next
+    event of that contact is at the same level."""
     info = jnp.finfo(values.dtype)
-    return jnp.maximum(-values, 0.0) * (1.0 + 4.0 * info.eps) + info.tiny
+    return jnp.maximum(floors - values, 0.0) * (1.0 + 4.0 * info.eps) + info.tiny
 
 
 class HybridIntegration(eqx.Module):
@@ -251,7 +252,7 @@ class HybridIntegration(eqx.Module):
         t_end = jnp.where(c.done, c.t, jnp.minimum(t_final, t_imp))
         events = self.at_events()  # its kernels for all but the stages' vector field
         values0 = events.field.event_values(c.t, (c.q, c.qd), c.mode)
-        offset = _offset(values0)
+        offset = _offset(values0, self.field.event_floors(c.mode, values0.dtype))
         saves = self.stepping.saves(self.field, jnp.clip(ts, c.t, t_end))
         sol = self.stepping.solve(
             self.field,
@@ -375,9 +376,13 @@ class HybridIntegration(eqx.Module):
                 ev = _pick(on_friction, mine, ev)
         engaged, qd, kind, solved, before, after, normal, tangential = ev
         if field.friction is not None:
-            # after an impact every engaged contact took its own frictional impulse: its
-            # mode follows from its slip now, like a contact that has just engaged
+            # after a contact's event (an impact: every engaged contact took its own
+            # frictional impulse; an engagement or release: the load is redistributed)
+            # every engaged contact's mode follows from its slip now, like a contact that
+            # has just engaged: a slip near zero sticks where the static bound allows
             fresh = engaged & (~c.mode.engaged | (kind == EventKind.IMPACT))
+            if k:
+                fresh = fresh | (engaged & (first < k))
             moved = _Motion(self, c.t, c.q, qd, cs, latched)
             sliding, qd = field.friction.settle(engaged, sliding, fresh, moved)
         mode = jax.tree_util.tree_map(
