@@ -291,7 +291,9 @@ class Coulomb(AbstractFriction):
         if fs.vt.shape[1] > 1:  # a 3-D slip that does not stick slides on along itself
             slow = norm(before.vt) <= self.speed_tol(before.vt.dtype)
             turning = jnp.any(trig & was_sliding & ~slow)
-            grown = norm(before.vt) > 0.5 * slip_floor(before.vt.dtype)  # not round-off
+            # past round-off: a fresh slip's event fires at |v| >= floor (1-turn)/(1+turn)
+            least = (1.0 - self.turn) / (1.0 + self.turn) * slip_floor(before.vt.dtype)
+            grown = norm(before.vt) > 0.5 * least
             reversing = jnp.any(trig & was_sliding & slow & ~holds & grown)
             new = jnp.where(turning | reversing, unit(before.vt, sliding), new)
         sliding = jnp.where((trig & engaged)[:, None], new, sliding)
