@@ -380,9 +380,8 @@ class HybridIntegration(eqx.Module):
             # frictional impulse; an engagement or release: the load is redistributed)
             # every engaged contact's mode follows from its slip now, like a contact that
             # has just engaged: a slip near zero sticks where the static bound allows
-            fresh = engaged & (~c.mode.engaged | (kind == EventKind.IMPACT))
-            if k:
-                fresh = fresh | (engaged & (first < k))
+            # (a contact engages, and impacts, only at the contact law's own events)
+            fresh = engaged & (first < k)
             moved = _Motion(self, c.t, c.q, qd, cs, latched)
             sliding, qd = field.friction.settle(engaged, sliding, fresh, moved)
         mode = jax.tree_util.tree_map(
