@@ -41,12 +41,13 @@ The strategies:
   slip stops (it changes sign through $v_i = 0$ along the oriented direction) or when
   the slip has turned by 60 degrees from the heading; at the latter the heading is
   renewed to $v_i/|v_i|$ (no velocity change, not logged), at the former the contact
-  sticks if the static bound holds, and otherwise slides on along the slip it has then
-  (logged as a slip, no velocity change). Slip speeds below $\sqrt\varepsilon$ carry no
-  direction of their own (a slip that has just started from $v_i = 0$): there the
-  heading points the kinetic force, and such a slip's turn event waits until the slip
-  has grown past round-off, so round-off neither points the force nor fires a turn; an
-  established slip stops on time.
+  sticks if the static bound holds, and otherwise slides on: along the slip it has then
+  if that has grown past round-off (no velocity change), else away from the holding
+  force, $h_i = -\lambda_{t,i}/|\lambda_{t,i}|$ (with $v_i$ set to 0). Slip speeds
+  below $\sqrt\varepsilon$ carry no direction of their own (a slip that has just
+  started from $v_i = 0$): there the heading points the kinetic force, and such a
+  slip's turn event waits until the slip has grown past round-off, so round-off neither
+  points the force nor fires a turn; an established slip stops on time.
 - :class:`VelocityTolerance`: the velocity-tolerance rule of Bajodah 2003, §5.8–5.9
   (eqs 379–386), evaluated at every state with no events: slide if $|v_i| > \delta$ or
   the friction needed to hold it exceeds $\mu_s N_i$, else impose the damped stick
@@ -120,7 +121,7 @@ def slip_direction(fs: FrictionState, heading) -> jax.Array:
 def slip_floor(dtype) -> float:
     r"""$\sqrt\varepsilon$: the 3-D slip speed (in the units of $v$) below which a slip's
     direction is round-off and its heading stands in for it (:func:`slip_direction`,
-    :meth:`Coulomb.event_value`)."""
+    :meth:`Coulomb.event_floor`, :meth:`Coulomb.switch`)."""
     return float(jnp.finfo(dtype).eps) ** 0.5
 
 
@@ -274,8 +275,9 @@ class Coulomb(AbstractFriction):
         a sliding one whose slip reached zero sticks if the static bound holds there, and
         slides on away from the holding force otherwise; $v_i$ is then set to 0 (the UK
         impulsive projection). A 3-D slip that turned (not stopped) renews its heading;
-        so does, unprojected, a slip that has just started and grows (past round-off,
-        :meth:`event_floor`) away from its heading where the static bound fails: the
+        so does, unprojected, a slow slip (below `stick_below`) that has grown past
+        round-off (:meth:`event_floor`) where the static bound fails - e.g. one that has
+        just started and grows away from its heading: the
         holding force's direction need not be where the contact can slide (with
         $\mu_s = \mu_k$ the slip starts with zero acceleration), and re-projecting to
         $v_i = 0$ would stall the run at one instant."""
