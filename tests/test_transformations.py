@@ -46,8 +46,9 @@ def central(f, x, h=1e-5):
 
 @pytest.mark.slow
 def test_first_derivatives_agree_in_every_order():
-    """grad, jacrev, jacfwd and jvp, each with jit inside and outside, and under vmap:
-    equal to round-off and to central differences of the forward solve."""
+    """grad, jacrev, jacfwd and jvp, each with jit inside and outside: equal to round-off
+    and to central differences of the forward solve; under vmap, to the round-off of the
+    integration."""
     g = 9.81
     want = central(jax.jit(loss), g)
     orders = {
@@ -70,9 +71,19 @@ def test_first_derivatives_agree_in_every_order():
         "vmap(jit(jacfwd))": jax.vmap(jax.jit(jax.jacfwd(loss)))(gs),
         "jit(vmap(jvp))": jax.jit(jax.vmap(lambda x: jax.jvp(loss, (x,), (1.0,))[1]))(gs),
     }
+    # A batched program fuses its operations differently, and the step-size controller's
+    # error estimate (a difference of the 8th- and 7th-order solutions, ~1e-12 here) carries
+    # that rounding into the step sizes; the saves between steps move with them by a share
+    # of the dense output's error. So batched and single runs agree to the integration's
+    # round-off (1e-11 absolute against the default tolerance of 1e-12, as the forward test
+    # below; 8.5e-13 measured for vmap(grad) at g = 9), and a lane does not depend on the
+    # values in the other lanes (the same batched program: equal to rounding).
+    single = float(jax.grad(loss)(9.0))
+    lanes = jax.vmap(jax.grad(loss))(jnp.array([9.0, 9.0]))
     for name, values in batched.items():
-        np.testing.assert_allclose(values[1], got["grad"], rtol=1e-11, err_msg=name)
-        np.testing.assert_allclose(values[0], jax.grad(loss)(9.0), rtol=1e-11, err_msg=name)
+        np.testing.assert_allclose(values[1], got["grad"], rtol=0, atol=1e-11, err_msg=name)
+        np.testing.assert_allclose(values[0], single, rtol=0, atol=1e-11, err_msg=name)
+    np.testing.assert_allclose(batched["vmap(grad)"][0], lanes[1], rtol=1e-14)
 
 
 def test_forward_mode_through_a_jit_at_the_defaults():
