@@ -4,9 +4,10 @@ independent reference.
 
 Systems:
 - N-link planar pendulum chain (point masses m = 1 at the ends of massless links l = 1),
-  N = 2 ... 32. ukjax: `PlanarChain` in Cartesian coordinates (n = 2N, N holonomic
-  distance constraints). MuJoCo: a chain of hinge joints (minimal coordinates, no
-  constraint), each body a point mass (inertia 1e-12 about its centre).
+  N = 2 ... 32. ukjax: the chain as a user writes it (`UserChain` below: the number of
+  links an `int` field, Cartesian coordinates, n = 2N, N holonomic distance constraints).
+  MuJoCo: a chain of hinge joints (minimal coordinates, no constraint), each body a point
+  mass (inertia 1e-12 about its centre).
 - Closed four-bar linkage (uniform rods, l = (1, 3, 2.5), ground link 3, m = 1).
   ukjax: `FourBarLinkage` (3 absolute angles, 2 loop-closure constraints). MuJoCo: an
   open chain of three hinges closed by a `connect` equality constraint between a site at
@@ -14,13 +15,12 @@ Systems:
   solref = (0.02, 1), and a stiffer (0.002, 1)).
 
 Both run dt = 1e-3 for 1000 steps (t in [0, 1]) from a batch of initial states released
-from rest (batch 1024, fewer for long chains: min(1024, 8192 / N)). ukjax: `ukjax.RK4`
-(the classical 4-stage method, as MuJoCo's RK4) at that constant step,
-`jit(lax.map(vmap(simulate), batch_size=128))`, float64, default run-time checks on, UK
-solver `Regularized(kernels=AutoKernels(min_structured=6))` (the chain's diagonal M and banded
-Jacobian are detected and the structured O(n) solve is used from n = 6),
-`stabilization=NoStabilization()` (no projection: MuJoCo has no drift to correct; the
-constraint column shows ours).
+from rest (batch 1024, fewer for long chains: min(1024, 8192 / N)). ukjax at the defaults
+a user gets, except the method and step that make the comparison like for like:
+`solver=ukjax.RK4()` (the classical 4-stage method, as MuJoCo's RK4) at that constant step,
+`jax.jit(jax.vmap(simulate))`, float64. So the default UK solver (from n = 16 the
+structure of M and of the Jacobian found from the program, :mod:`ukjax._structure`), the
+default `Projection` after every step and the default run-time checks (`throw=True`).
 MuJoCo: `mujoco.rollout` (C++ thread pool, one `MjData` per thread, 2 threads) with its
 RK4 integrator, and with its default semi-implicit Euler (1 evaluation per step).
 
@@ -50,7 +50,7 @@ from scipy.integrate import solve_ivp
 
 import ukjax
 from _common import machine_info, out_path, write_json
-from ukjax.systems import FourBarLinkage, PlanarChain
+from ukjax.systems import FourBarLinkage
 
 
 DT, STEPS = 1e-3, 1000
@@ -169,29 +169,31 @@ def mujoco_run(xml, qpos0, nthread=2):
 
 
 # ----------------------------------------------------------------------------- ukjax runs
-def ukjax_run(system, q0, qd0, width=128):
-    """Fixed-step classical RK4, dt = DT, STEPS steps, batched; (compile s, run s, final q)."""
+class UserChain(ukjax.System):
+    """The N-link chain as a user writes it: bobs (x_i, y_i), unit links, g = 9.81."""
+
+    links: int
+    mass: float = 1.0
+
+    def mass_matrix(self, t, q):
+        return self.mass * jnp.eye(2 * self.links)
+
+    def potential_energy(self, t, q):
+        return G * self.mass * jnp.sum(q[1::2])
+
+    def holonomic(self, t, q):
+        p = q.reshape(self.links, 2)
+        prev = jnp.concatenate([jnp.zeros((1, 2), q.dtype), p[:-1]])
+        return jnp.sum((p - prev) ** 2, axis=1) - 1.0
+
+
+def ukjax_run(system, q0, qd0):
+    """Fixed-step classical RK4, dt = DT, STEPS steps, batched, otherwise the defaults;
+    (compile s, run s, final q)."""
     ts = jnp.array([0.0, DT * STEPS])
-    one = lambda a, b: ukjax.simulate(
-        system,
-        a,
-        b,
-        ts,
-        solver=ukjax.RK4(),
-        stepsize_controller=diffrax.ConstantStepSize(),
-        dt0=DT,
-        max_steps=STEPS + 10,
-        throw=False,
-        # MuJoCo's minimal coordinates have no drift to correct; the plain UK equation is
-        # the like-for-like model (its drift is the constraint column of the table).
-        stabilization=ukjax.NoStabilization(),
-        # Structure detection from n = 6 (the chain's diagonal M, banded A: O(N) solve).
-        uk_solver=ukjax.Regularized(kernels=ukjax.AutoKernels(min_structured=6)),
-    ).q[-1]
-    fn = jax.jit(
-        lambda A, B: jax.lax.map(lambda ab: one(*ab), (A, B), batch_size=width),
-        compiler_options=ukjax.compiler_options(),  # see ukjax._xla (jax-ml/jax#37465)
-    )
+    rk4 = dict(solver=ukjax.RK4(), stepsize_controller=diffrax.ConstantStepSize(), dt0=DT)
+    one = lambda a, b: ukjax.simulate(system, a, b, ts, max_steps=STEPS + 10, **rk4).q[-1]
+    fn = jax.jit(jax.vmap(one))
     t0 = time.perf_counter()
     compiled = fn.lower(q0, qd0).compile()
     t_compile = time.perf_counter() - t0
@@ -257,7 +259,7 @@ def main():
             ]
         )
         ref_pts = chain_points(refs[:, :N])
-        chain = PlanarChain.uniform(N, g=G)
+        chain = UserChain(links=N)
         q0 = jnp.asarray(chain_points(theta0).reshape(B, 2 * N))
         tc, tr, q1 = ukjax_run(chain, q0, jnp.zeros_like(q0))
         pts = q1.reshape(B, N, 2)
@@ -266,7 +268,7 @@ def main():
         )
         uk = report(
             name,
-            "ukjax RK4",
+            "ukjax RK4 (defaults)",
             tr,
             tc,
             float(np.abs(pts[ref_idx] - ref_pts).max()),
@@ -303,7 +305,7 @@ def main():
     close = lambda j: float(np.abs(j[:, -1] - np.array([fb.d, 0.0])).max())
     uk = report(
         name,
-        "ukjax RK4",
+        "ukjax RK4 (defaults)",
         tr,
         tc,
         float(np.abs(joints(q1)[ref_idx] - ref_j).max()),

@@ -74,6 +74,7 @@ def _same(a, b):
 # --- executors ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # moved from the default suite to keep it under 5 minutes
 def test_process_pool_is_bitwise_equal_to_the_plain_sweep(plain, tmp_path):
     """Spawned worker processes (float32 by default there: the tasks run in the caller's
     float64) compute each chunk and write it; in memory the chunks come back as results."""

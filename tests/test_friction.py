@@ -41,6 +41,7 @@ def _ramp_closed_form(m, g, th, ms, mk, rate, t):
     return t_star, s, v
 
 
+@pytest.mark.slow  # moved from the default suite to keep it under 5 minutes
 def test_incline_under_ramped_force_matches_closed_form():
     m, g, th, ms, mk, rate = 2.0, 9.81, 0.3, 0.5, 0.3, 4.0
     block = _block(mass=m, g=g, incline=th, mu_static=ms, mu_kinetic=mk, force_rate=rate)
@@ -206,6 +207,7 @@ def test_sliding_friction_couples_with_the_normal_force_like_a_kkt_solve(rng, s)
         assert abs(N_ref - N_other) > 1e-3
 
 
+@pytest.mark.slow  # moved from the default suite to keep it under 5 minutes
 def test_painleve_bar_is_refused_with_contact_unsolved_where_sliding_has_no_normal_force():
     """Painleve's paradox (Painleve 1895; Stewart, *Rigid-body dynamics with friction and
     impact*, SIAM Review 42, 2000, sec. 2): the bar (half-length l, inertia m l^2 / 3) not

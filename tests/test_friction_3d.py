@@ -47,6 +47,7 @@ def _rolled_batch(ball, ts):
     return jax.vmap(run)(jnp.stack(q0), jnp.stack(qd0)), run, q0, qd0
 
 
+@pytest.mark.slow  # moved from the default suite to keep it under 5 minutes
 def test_ball_slides_then_rolls_batch_matches_closed_form():
     ball = _ball()
     R, g = ball.radius, ball.g

@@ -85,6 +85,7 @@ def test_float32_accelerations_match_mujoco_to_single_precision():
     np.testing.assert_allclose(qacc, data.qacc, atol=1e-4 * np.abs(data.qacc).max())
 
 
+@pytest.mark.slow  # moved from the default suite to keep it under 5 minutes
 def test_kane_equations_equal_the_lagrange_equations_of_the_kinetic_energy():
     """RigidModel.mass_and_force (Kane/TMT) against the Lagrange terms that ukjax.System
     derives from the same kinetic energy by automatic differentiation (no armature: MuJoCo

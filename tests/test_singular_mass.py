@@ -68,6 +68,7 @@ def test_a_batch_with_singular_and_regular_members_is_right_for_each():
     np.testing.assert_allclose(qdd[:, 0], qdd[:, 1], rtol=1e-13)
 
 
+@pytest.mark.slow  # moved from the default suite to keep it under 5 minutes
 def test_gradients_through_the_completed_mass_matrix_match_differences():
     ts = jnp.linspace(0.0, 1.0, 3)
 

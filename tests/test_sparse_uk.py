@@ -15,8 +15,8 @@ import pytest
 
 import ukjax
 from ukjax._dynamics import _structure, evaluate
-from ukjax._structure import color_columns
-from ukjax.systems import FourBarLinkage, PlanarChain
+from ukjax._structure import color_columns, multiply_adds
+from ukjax.systems import Bricard, FourBarLinkage, PlanarChain
 
 
 jax.config.update("jax_enable_x64", True)
@@ -129,24 +129,32 @@ def test_jacobian_colouring_separates_shared_rows():
         assert np.all(pattern[:, cols].sum(axis=1) <= 1)
 
 
-def test_auto_kernels_choose_structure_by_size_and_sparsity():
-    auto = ukjax.Regularized(kernels=ukjax.AutoKernels(min_structured=6))
+def test_auto_kernels_choose_structure_by_size_and_work():
+    auto = ukjax.Regularized()  # the default: from n = 16, where it does 20x less work
+    q16, _ = _state(8)
+    structure = _structure(PlanarChain.uniform(8), q16, auto)
+    assert structure is not None and multiply_adds(structure) < 200  # O(n): 133
     q8, _ = _state(4)
-    assert _structure(PlanarChain.uniform(4), q8, auto) is not None  # n = 8
-    assert _structure(PlanarChain.uniform(4), q8, ukjax.Regularized()) is None  # opt-in
-    q4, _ = _state(2)
-    assert _structure(PlanarChain.uniform(2), q4, auto) is None  # n = 4: dense unrolled
+    assert _structure(PlanarChain.uniform(4), q8, auto) is None  # n = 8: below the size
+    small = ukjax.Regularized(kernels=ukjax.AutoKernels(min_structured=6))
+    assert _structure(PlanarChain.uniform(4), q8, small) is None  # 9x less work: not enough
+    assert _structure(PlanarChain.uniform(4), q8, STRUCTURED) is not None  # asked for
+    off = ukjax.Regularized(kernels=ukjax.AutoKernels(min_structured=None))
+    assert _structure(PlanarChain.uniform(8), q16, off) is None
+    # A loop of redundant rows whose Gram matrix fills in: 8x less work only, kept dense.
+    bricard = Bricard()
+    assert _structure(bricard, bricard.initial_state()[0], auto) is None
     # A dense mass matrix and a full Jacobian (four-bar in absolute angles): nothing to gain.
     fb = FourBarLinkage()
     qf, _ = fb.initial_state(0.5, 0.0)
     assert _structure(fb, qf, STRUCTURED) is None
     # Solvers without a Gram-matrix form (SVD) keep the dense path.
-    assert _structure(PlanarChain.uniform(4), q8, ukjax.SVD()) is None
+    assert _structure(PlanarChain.uniform(8), q16, ukjax.SVD()) is None
 
 
 @pytest.mark.slow
 def test_simulate_uses_structure_under_vmap_over_parameters():
-    # The system's fields are batch tracers: detection probes random stand-ins.
+    # The system's fields are batch tracers: the analysis takes them as any value.
     ts = jnp.linspace(0.0, 0.5, 3)
     chain = PlanarChain.uniform(3, damping=0.1)
     q0, qd0 = chain.state_from_angles(jnp.linspace(0.2, 0.8, 3), jnp.zeros(3))

@@ -359,6 +359,7 @@ def _compiles(fn):
         jax.monitoring.unregister_event_duration_listener(listener)
 
 
+@pytest.mark.slow  # moved from the default suite to keep it under 5 minutes
 def test_sweeps_of_one_structure_compile_at_most_twice_and_match_simulate():
     """The first values of a structure get a program with them as constants; once other
     values are swept, one program with the values (and ts) as arguments serves all later

@@ -243,7 +243,8 @@ def _structure(system: System, q, uk_solver: AbstractUKSolver) -> Structure | No
     if uk_solver.gram_parameters(q.dtype) is None or not uk_solver.kernels.structured(n):
         return None
     structure = detect(system, n, q.dtype, _blocks)
-    return structure if structure is not None and worthwhile(structure) else None
+    kernels = uk_solver.kernels
+    return structure if structure is not None and worthwhile(structure, kernels) else None
 
 
 def _evaluate_structured(system, t, q, qd, stabilization, uk_solver, structure) -> Evaluation:

@@ -38,13 +38,21 @@ import jax.numpy as jnp
 UNROLL_MAX_N = 8
 """Largest number of coordinates for which :class:`AutoKernels` uses the unrolled kernels."""
 
-STRUCTURED_MIN_N = None
-"""Smallest number of coordinates for which :class:`AutoKernels` detects and uses sparsity
-(:mod:`ukjax._structure`); None: never by default. The structured solve is faster per
-step on chains of n = 8-64 coordinates, but its straight-line code compiles for a long time
-in a batched program (both in `benchmarks/RESULTS.md`, MuJoCo section), which made the test
-suite too slow to keep it on for every system; `AutoKernels(min_structured=6)` or
-:class:`StructuredKernels` turn it on."""
+STRUCTURED_MIN_N = 16
+"""Smallest number of coordinates for which :class:`AutoKernels` finds the sparsity of M and
+of the constraint Jacobians from the system's program (:mod:`ukjax._structure`) and, where
+it is sparse enough, solves on the structural non-zeros. Measured on a user-written chain
+(`benchmarks/RESULTS.md`, structure section): under `vmap` the structured solve ran 2.8x
+faster at n = 16 and 11x at n = 64; a single trajectory ran 1.3-1.5x slower and compiled
+1-5 s longer. `AutoKernels(min_structured=None)` or :class:`LapackKernels` turn it off."""
+
+
+WORTHWHILE_RATIO = 20.0
+"""How many times fewer multiply-adds than the dense solve the structured one must do for
+:class:`AutoKernels` to use it. Measured (`benchmarks/RESULTS.md`, structure section): a
+chain of n = 16 (35x fewer) ran 2.8x faster batched and 1.3x slower alone; the Bricard
+mechanism (n = 24, 24 redundant rows closing a loop: 8x fewer, its Gram matrix fills in)
+ran 5.6x slower alone and compiled 8x longer."""
 
 
 def unpack(X: jax.Array) -> list[jax.Array]:
@@ -195,6 +203,12 @@ class AbstractKernels(eqx.Module):
         :meth:`ops` remain the fallback when it has none worth using."""
         return False
 
+    def structure_pays(self, dense: float, structured: float) -> bool:
+        """Whether the structured solve is used for a system whose dense factorisations
+        cost `dense` multiply-adds and whose structured solve `structured` (both counted
+        from the patterns, :func:`ukjax._structure.multiply_adds`)."""
+        return False
+
     def at_events(self) -> AbstractKernels:
         """The kernels of the code of a hybrid run (:mod:`ukjax._hybrid`) that runs once
         per step or once per event, not once per stage of a step: the event values (the
@@ -265,6 +279,9 @@ class AutoKernels(AbstractKernels):
     def structured(self, n: int) -> bool:
         return self.min_structured is not None and n >= self.min_structured
 
+    def structure_pays(self, dense: float, structured: float) -> bool:
+        return dense >= WORTHWHILE_RATIO * max(structured, 1.0)
+
     def at_events(self) -> AutoKernels:
         return AutoKernels(
             max_unrolled=self.max_unrolled_at_events,
@@ -298,3 +315,6 @@ class StructuredKernels(AbstractKernels):
 
     def structured(self, n: int) -> bool:
         return True
+
+    def structure_pays(self, dense: float, structured: float) -> bool:
+        return structured < dense

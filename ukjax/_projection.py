@@ -23,10 +23,12 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._dynamics import mass_matrix
 from ._errors import error_if
-from ._kernels import AutoKernels, DenseOps
+from ._kernels import AbstractKernels, AutoKernels, DenseOps
 from ._residuals import default_ic_tol, has_holonomic, phi, residuals, velocity_level
 from ._results import RESULTS, message
+from ._sparsity import nonzero_pattern
 from ._stabilization import AbstractStabilization
+from ._structure import Structure, entries_of, rows_structure, structured_solve, worthwhile
 from ._system import System, as_time, check_state
 from ._uk import complete_where_singular
 from ._uk_solvers import Regularized
@@ -73,30 +75,75 @@ def _repeat(step, iterations: int, x):
     return jax.lax.fori_loop(0, iterations, step, x)
 
 
-def project(system: System, t, q, qd, iterations: int):
-    """:func:`project_initial_conditions` for already validated `t`, `q`, `qd`."""
-    # Small systems use the unrolled kernels, as the UK solve does (a projection is a
-    # handful of tiny factorisations, where LAPACK's per-call cost dominates).
-    ops = AutoKernels().ops(q.shape[0])
+class _Correction(eqx.Module):
+    """The minimum-M-norm Newton correction for one set of rows r(x) = 0 (positions or
+    velocities): dense (:func:`_mass_metric_step`), or on the structural non-zeros of M
+    and of the rows' Jacobian (:func:`ukjax._structure.structured_solve`, the same
+    Tikhonov solve without refinement; the Jacobian by one product per column colour)."""
+
+    ops: DenseOps
+    M: jax.Array
+    semidefinite: bool = eqx.field(static=True)
+    structure: Structure | None = eqx.field(static=True)
+
+    def __call__(self, rows, x):
+        if self.structure is None:
+            J = jax.jacfwd(rows)(x)
+            return _mass_metric_step(self.ops, self.M, J, rows(x), self.semidefinite)
+        s, dtype = self.structure, x.dtype
+        assert s.holonomic is not None
+        tau, _ = Regularized(refinements=0).gram_parameters(dtype)
+        M_values = entries_of(self.M, s.mass)
+        J_values = s.holonomic.jacobian(rows, x)
+        zero = jnp.zeros_like(x)
+        return structured_solve(s, M_values, zero, J_values, -rows(x), None, tau, 0).qdd
+
+
+def _structures(system: System, t, q, qd, semidefinite: bool, kernels: AbstractKernels):
+    """The structures of the position and velocity corrections (each None: dense), from
+    the patterns of M and of the two Jacobians (:func:`ukjax._sparsity.nonzero_pattern`)
+    where `kernels` ask for structure at this size and the patterns are sparse enough to
+    pay (:func:`ukjax._structure.worthwhile`)."""
+    n = q.shape[0]
+    if semidefinite or not kernels.structured(n):
+        return None, None
+    hol = has_holonomic(system, t, q)
+
+    def blocks(t_, q_, qd_):
+        M = mass_matrix(system, t_, q_, jnp.zeros_like(q_))
+        Jq = jax.jacfwd(lambda x: phi(system, t_, x))(q_) if hol else None
+        Jv = jax.jacfwd(lambda v: velocity_level(system, t_, q_, v))(qd_)
+        return M, Jq, Jv
+
+    state = jax.ShapeDtypeStruct((n,), q.dtype)
+    try:
+        M, Jq, Jv = nonzero_pattern(blocks, jax.ShapeDtypeStruct((), q.dtype), state, state)
+    except Exception:  # noqa: BLE001 - the UK solve's detection says why; dense here
+        return None, None
+    pick = lambda J: None if J is None or J.shape[0] == 0 else rows_structure(n, M, J)
+    keep = lambda s: s if s is not None and worthwhile(s, kernels) else None
+    return keep(pick(Jq)), keep(pick(Jv))
+
+
+def project(system: System, t, q, qd, iterations: int, kernels: AbstractKernels = AutoKernels()):
+    """:func:`project_initial_conditions` for already validated `t`, `q`, `qd`, with the
+    linear algebra of `kernels` (by default, as the UK solve's: unrolled for small
+    systems, LAPACK above, the structured solve for large sparse ones)."""
+    ops = kernels.ops(q.shape[0])
     # One metric for the whole projection: the mass matrix where it starts (any SPD metric
     # gives a projection onto the same manifold; this one is the mass metric to first order
     # in the correction, and it costs one evaluation of M instead of one per iteration).
     M = mass_matrix(system, t, q, jnp.zeros_like(q))
     semi = system.semidefinite_mass()
+    at_q, at_qd = _structures(system, t, q, qd, semi, kernels)
     if has_holonomic(system, t, q):
-
-        def pos_step(_, q_):
-            J = jax.jacfwd(lambda x: phi(system, t, x))(q_)
-            return q_ + _mass_metric_step(ops, M, J, phi(system, t, q_), semi)
-
+        correct = _Correction(ops, M, semi, at_q)
+        pos_step = lambda _, q_: q_ + correct(lambda x: phi(system, t, x), q_)
         q = _repeat(pos_step, iterations, q)
 
     if velocity_level(system, t, q, qd).shape[0] > 0:
-        h = lambda v: velocity_level(system, t, q, v)
-
-        def vel_step(_, qd_):
-            return qd_ + _mass_metric_step(ops, M, jax.jacfwd(h)(qd_), h(qd_), semi)
-
+        correct = _Correction(ops, M, semi, at_qd)
+        vel_step = lambda _, qd_: qd_ + correct(lambda v: velocity_level(system, t, q, v), qd_)
         qd = _repeat(vel_step, iterations, qd)
     return q, qd
 
@@ -151,8 +198,8 @@ def project_initial_conditions(
 # A nested jit: diffrax traces its step body twice, and a nested jit reuses the first trace
 # of the projection (the second is a cache hit).
 @eqx.filter_jit
-def _project_step(system: System, t, q, qd, iterations: int):
-    return project(system, t, q, qd, iterations)
+def _project_step(system: System, t, q, qd, iterations: int, kernels: AbstractKernels):
+    return project(system, t, q, qd, iterations, kernels)
 
 
 class ProjectedSolver(ForwardingSolver):
@@ -161,6 +208,7 @@ class ProjectedSolver(ForwardingSolver):
     solver: diffrax.AbstractSolver
     system: System
     iterations: int = eqx.field(static=True, default=2)
+    kernels: AbstractKernels = AutoKernels()
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         if not has_manifold(self.system, t0, y0[0], y0[1]):  # nothing to project onto
@@ -170,7 +218,7 @@ class ProjectedSolver(ForwardingSolver):
         y1, y_error, dense_info, solver_state, result = self.solver.step(
             terms, t0, t1, y0, args, solver_state, True
         )
-        y1 = _project_step(self.system, t1, y1[0], y1[1], self.iterations)
+        y1 = _project_step(self.system, t1, y1[0], y1[1], self.iterations, self.kernels)
         return y1, y_error, dense_info, solver_state, result
 
 
@@ -190,6 +238,12 @@ class Projection(AbstractStabilization):
       integration tolerance rather than round-off. `Projection(saves=False)` projects the
       motion only and saves the integrator's dense output (cheaper when there are many
       saves).
+    - `kernels`: the linear algebra of the corrections (default :class:`ukjax.AutoKernels`,
+      as the UK solve's: unrolled for small systems, LAPACK above, and from
+      :data:`ukjax._kernels.STRUCTURED_MIN_N` coordinates the structural non-zeros of M
+      and of the constraint Jacobians, found from the system's program, where they are
+      sparse: the Jacobian by one product per column colour instead of one per
+      coordinate). `ukjax.LapackKernels()` keeps it dense.
 
     Use as `simulate(..., stabilization=ukjax.Projection())`. Works with any diffrax
     solver; one extra right-hand-side evaluation per step for FSAL solvers (the first
@@ -207,14 +261,15 @@ class Projection(AbstractStabilization):
 
     iterations: int = eqx.field(static=True, default=2)
     saves: bool = eqx.field(static=True, default=True)
+    kernels: AbstractKernels = AutoKernels()
 
     def wrap_solver(self, solver, system):
-        return ProjectedSolver(solver, system, self.iterations)
+        return ProjectedSolver(solver, system, self.iterations, self.kernels)
 
     def save_fn(self, system):
         if not self.saves:
             return None
-        return lambda t, y, args: project(system, t, y[0], y[1], self.iterations)
+        return lambda t, y, args: project(system, t, y[0], y[1], self.iterations, self.kernels)
 
     def check_adjoint(self, adjoint):
         """The continuous adjoint (`BacksolveAdjoint`) integrates an adjoint ODE backwards

@@ -1,14 +1,13 @@
-r"""Sparsity structure of a system's UK equation, found by probing, and the structured
-UK solve that uses it.
+r"""Sparsity structure of a system's UK equation, found from its program, and the
+structured UK solve that uses it.
 
 **Detection.** The mass matrix $M(q, t)$ and the constraint Jacobians
-$\partial\varphi/\partial q$, $\partial\psi/\partial\dot q$ (and raw rows $A$) are evaluated
-at two random states with every floating-point parameter of the system replaced by a random
-value, when the system is traced; an entry counts as structurally non-zero when it is
-non-zero (or not finite) at either probe. An entry that vanishes at random parameters and
-states vanishes identically (for the analytic functions of mechanics), so the pattern holds
-at every state. The result is cached per system type, field structure and shapes, so a
-system is probed once per compilation, not once per right-hand-side trace.
+$\partial\varphi/\partial q$, $\partial\psi/\partial\dot q$ (and raw rows $A$) are
+traced once, when the system is traced, and their jaxpr is interpreted over masks of
+possible non-zeros (:func:`ukjax._sparsity.nonzero_pattern`): an entry is structurally
+zero only when it is zero for every state, so the pattern can only over-approximate the
+true one, for any system the user writes (`int` and static fields, `jnp.where` branches,
+parameters batched by `vmap`). Nothing is sampled and nothing is cached.
 
 **Use.** With a pattern:
 
@@ -34,16 +33,17 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.core import Tracer
 
 import ukjax._sparse as sp
 
 from ._kernels import unpack
+from ._sparsity import nonzero_pattern
 from ._uk import UKTerms
 
 
@@ -129,55 +129,28 @@ def _plan(pattern: np.ndarray) -> JacobianPlan:
     return JacobianPlan(pattern.shape, _entries(pattern), colors, k)
 
 
-def _nonzero(x) -> np.ndarray:
-    x = np.asarray(x)
-    return (x != 0) | ~np.isfinite(x)
-
-
-def _randomized(system, rng: np.random.Generator):
-    """The system with every floating-point array replaced by random values in [0.5, 1.5]
-    (None if a non-float field is traced: its value cannot be known)."""
-    leaves, treedef = jax.tree_util.tree_flatten(system)
-    out = []
-    for x in leaves:
-        is_array = isinstance(x, (jax.Array, np.ndarray, Tracer))
-        if is_array and jnp.issubdtype(x.dtype, jnp.inexact):
-            out.append(jnp.asarray(rng.uniform(0.5, 1.5, x.shape), x.dtype))
-        elif isinstance(x, Tracer):
-            return None
-        else:
-            out.append(x)
-    return jax.tree_util.tree_unflatten(treedef, out)
-
-
 def detect(system, n: int, dtype, blocks_fn) -> Structure | None:
-    """The structure of `system` (n coordinates), or None when it cannot be probed.
+    """The structure of `system` (n coordinates), or None (with a warning saying why) when
+    its functions cannot be analysed.
 
     `blocks_fn(system, t, q, qd)` returns (M, A_hol or None, A_nonhol or None, A_raw or
-    None) at one state (dense)."""
-    return _probe(system, n, dtype, blocks_fn)
-
-
-def _probe(system, n, dtype, blocks_fn) -> Structure | None:
-    rng = np.random.default_rng(20261123)
-    acc = None
-    with jax.ensure_compile_time_eval():
-        for _ in range(2):
-            probe = _randomized(system, rng)
-            if probe is None:
-                return None
-            t = jnp.asarray(rng.uniform(0.1, 1.0), dtype)
-            q = jnp.asarray(rng.normal(size=n), dtype)
-            qd = jnp.asarray(rng.normal(size=n), dtype)
-            try:
-                blocks = jax.jit(blocks_fn)(probe, t, q, qd)
-            except Exception:  # noqa: BLE001 - a system that cannot be probed stays dense
-                return None
-            pats = [None if x is None else _nonzero(x) for x in blocks]
-            acc = pats if acc is None else [None if a is None else a | p for a, p in zip(acc, pats)]
-    assert acc is not None
-    M, hol, nonhol, raw = acc
-    assert M is not None
+    None) at one state (dense). The patterns are the entries that can be non-zero at some
+    state (:func:`ukjax._sparsity.nonzero_pattern` on the traced program): never fewer than
+    the true ones, so the structured solve is exact wherever the dense one is."""
+    scalar = jax.ShapeDtypeStruct((), dtype)
+    vector = jax.ShapeDtypeStruct((n,), dtype)
+    try:
+        M, hol, nonhol, raw = nonzero_pattern(
+            lambda t, q, qd: blocks_fn(system, t, q, qd), scalar, vector, vector
+        )
+    except Exception as error:  # noqa: BLE001 - an unanalysable system runs dense, said why
+        warnings.warn(
+            f"ukjax: the sparsity of {type(system).__name__}'s mass matrix and constraint "
+            f"Jacobians could not be analysed ({type(error).__name__}: {error}); the dense "
+            "UK solve is used.",
+            stacklevel=2,
+        )
+        return None
     return Structure(
         n=n,
         mass=_entries(M | M.T),
@@ -188,13 +161,19 @@ def _probe(system, n, dtype, blocks_fn) -> Structure | None:
     )
 
 
-def worthwhile(structure: Structure) -> bool:
-    """Whether the structured solve does clearly less work than the dense one: M or A at
-    most half full, and a factorisation whose symbolic size stays small."""
+def rows_structure(n: int, mass: np.ndarray, rows: np.ndarray) -> Structure:
+    """The structure of a solve with one block of rows (a Jacobian of pattern `rows`) and
+    a mass matrix of pattern `mass` (the mass-metric projection's solve)."""
+    return Structure(n, _entries(mass | mass.T), _plan(rows), None, None, 0)
+
+
+def worthwhile(structure: Structure, kernels) -> bool:
+    """Whether `kernels` (a :class:`ukjax.AbstractKernels`) take the structured solve for
+    this structure, given its multiply-adds (:func:`multiply_adds`, fill-in included) and
+    the dense factorisations' $n^3/3 + mn^2 + nm^2 + m^3/3$."""
     n, m = structure.n, structure.m
-    dense_M = len(structure.mass) > 0.5 * n * n
-    dense_A = m > 0 and len(structure.constraint_entries()) > 0.5 * m * n
-    return not (dense_M and (dense_A or m == 0))
+    dense = n**3 / 3 + m * n * n + n * m * m + m**3 / 3
+    return kernels.structure_pays(dense, multiply_adds(structure))
 
 
 # ----------------------------------------------------------------------------- the solve
@@ -330,3 +309,46 @@ def _gram_solve(B: sp.Rows, E: sp.Vec, n: int, tau: float, refinements: int, zer
         R = [_add(ei, _neg(x)) for ei, x in zip(Eh, sp.matvec(Bh, Z))]
         Z = [_add(zi, dzi) for zi, dzi in zip(Z, sp.matvec_t(Bh, solve(R), n))]
     return Z
+
+
+# ------------------------------------------------------------------- symbolic cost
+def _cholesky_fill(P: np.ndarray) -> np.ndarray:
+    """The lower pattern of the Cholesky factor of a symmetric pattern (with fill-in, in
+    the natural order, as :func:`ukjax._sparse.cholesky` eliminates)."""
+    L = np.tril(P | P.T)
+    np.fill_diagonal(L, True)
+    for j in range(L.shape[0]):
+        rows = j + 1 + np.nonzero(L[j + 1 :, j])[0]
+        if rows.size > 1:
+            L[np.ix_(rows, rows)] |= np.tril(np.ones((rows.size, rows.size), bool))
+    return L
+
+
+def _lower_solve_fill(L: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """The pattern of the rows of X L^{-T} (each row's L^{-1} x)."""
+    Y = X.copy()
+    for i in range(L.shape[0]):
+        Y[:, i] |= (Y[:, :i] & L[i, :i]).any(axis=1)
+    return Y
+
+
+def multiply_adds(structure: Structure) -> int:
+    """The scalar multiply-adds of one structured solve (factorisations of M and of the
+    Gram matrix with their fill-in, B = A L^{-T}, the Gram products), from the patterns
+    alone: what the straight-line program of :func:`structured_solve` emits."""
+    n, m = structure.n, structure.m
+    M = np.zeros((n, n), bool)
+    for i, j in structure.mass:
+        M[i, j] = True
+    L = _cholesky_fill(M)
+    cost = int(np.sum(L.sum(axis=0) ** 2))
+    if m == 0:
+        return cost
+    A = np.zeros((m, n), bool)
+    for i, j in structure.constraint_entries():
+        A[i, j] = True
+    B = _lower_solve_fill(L, A)
+    cost += int(B.sum()) * int(np.ceil(L.sum() / n))
+    cost += int(np.sum(B.sum(axis=0) ** 2))  # B B^T: each column pairs its rows
+    G = (B.astype(np.int64) @ B.T.astype(np.int64)) > 0
+    return cost + int(np.sum(_cholesky_fill(G).sum(axis=0) ** 2))
