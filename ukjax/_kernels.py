@@ -250,7 +250,11 @@ class UnrolledKernels(AbstractKernels):
 
 
 class AutoKernels(AbstractKernels):
-    """Unrolled kernels for n <= `max_unrolled` coordinates, LAPACK above (the default).
+    """Unrolled kernels for n <= `max_unrolled` coordinates, LAPACK above (the default);
+    from `min_structured` coordinates (default :data:`STRUCTURED_MIN_N`, None: never) the
+    UK solve and the projection work on the structural non-zeros of M and of the constraint
+    Jacobians, found from the system's program (:mod:`ukjax._structure`), when that is at
+    least :data:`WORTHWHILE_RATIO` times fewer multiply-adds than the dense solve.
 
     The threshold 8 was measured by `benchmarks/kernels.py` on a 2-core CPU. The code
     that a hybrid run executes once per step or per event (:meth:`at_events`: event values,
@@ -267,6 +271,8 @@ class AutoKernels(AbstractKernels):
         True
         >>> ukjax.AutoKernels().at_events().ops(4) is ukjax.LapackKernels().ops(4)
         True
+        >>> ukjax.AutoKernels().structured(16), ukjax.AutoKernels(min_structured=None).structured(64)
+        (True, False)
     """
 
     max_unrolled: int = eqx.field(static=True, default=UNROLL_MAX_N)
@@ -291,9 +297,9 @@ class AutoKernels(AbstractKernels):
 
 
 class StructuredKernels(AbstractKernels):
-    """Detect the sparsity of M and of the constraint Jacobians and work only on their
-    structural non-zeros, at any n (:mod:`ukjax._structure`); dense kernels as
-    :class:`AutoKernels` when a system has no structure worth using.
+    """Find the sparsity of M and of the constraint Jacobians and work only on their
+    structural non-zeros, at any n, whenever that is fewer multiply-adds than the dense
+    solve (:mod:`ukjax._structure`); dense kernels as :class:`AutoKernels` otherwise.
 
     Example:
         >>> import jax.numpy as jnp, ukjax
