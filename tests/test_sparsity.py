@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import ukjax
+import ukjax._structure as structure_module
 from ukjax._dynamics import _structure, evaluate
 from ukjax._projection import _structures, project
 from ukjax._sparsity import nonzero_pattern
@@ -211,3 +212,13 @@ def test_the_projection_uses_the_structure_and_lands_where_the_dense_one_does():
     velocity = jax.jvp(lambda x: chain.holonomic(0.0, x), (fast[0],), (fast[1],))[1]
     assert float(jnp.max(jnp.abs(velocity))) < 1e-12
     assert float(jnp.max(jnp.abs(q - fast[0]))) > 1e-4  # it did move
+
+
+def test_a_system_that_cannot_be_analysed_runs_dense_and_says_why(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise NotImplementedError("no rule for this primitive")
+
+    monkeypatch.setattr(structure_module, "nonzero_pattern", refuse)
+    q, _ = _chain_state(8)
+    with pytest.warns(UserWarning, match="could not be analysed.*no rule for this primitive"):
+        assert _structure(UserChain(links=8), q, ukjax.Regularized()) is None
