@@ -62,6 +62,7 @@ def test_incline_under_ramped_force_matches_closed_form():
     assert np.max(np.abs(np.asarray(sol.q[:, 1]))) < 1e-10  # stays on the plane
 
 
+@pytest.mark.slow  # moved from the default suite to keep it under 5 minutes
 def test_stuck_block_does_not_creep_over_10_seconds():
     # tan(0.4) = 0.42 < mu_s = 0.6, plus a push down the slope at 60 % of the margin
     m, g, th, ms = 1.5, 9.81, 0.4, 0.6
