@@ -71,6 +71,46 @@ def test_tree_poses_and_accelerations_equal_mujoco_at_random_states():
         np.testing.assert_allclose(qacc(q, qd), data.qacc, rtol=1e-9, atol=1e-9)
 
 
+HINGE_SLIDE_TREE = """<mujoco><option gravity="0 0 -9.81"/><worldbody>
+<body name="b" pos="1 0 0" quat="0.9 0.1 0.3 0.2">
+  <joint name="h1" type="hinge" axis="0 1 0" pos="0 0 .5" ref="10" damping="0.3" armature="0.1"/>
+  <geom type="capsule" fromto="0 0 0 0.2 0 -1" size=".05" contype="0" conaffinity="0"/>
+  <body name="c" pos="0 0.1 -1" euler="10 20 30">
+    <joint type="hinge" axis="1 0 1" pos="0 0 0.1" stiffness="2" springref="20"/>
+    <geom type="ellipsoid" size=".1 .2 .3" pos="0 0.1 -.5" euler="5 7 9"
+          contype="0" conaffinity="0"/>
+    <body name="d" pos="0 0 -1">
+      <joint type="slide" axis="1 1 0" stiffness="3" springref="0.1" damping="0.2"/>
+      <joint type="hinge" axis="0 0 1" pos="0.1 0 0"/>
+      <geom type="box" size=".1 .1 .1" contype="0" conaffinity="0"/></body></body>
+  <body name="e" pos="0.3 0 0"><joint type="hinge" axis="0 0 1"/>
+    <geom type="box" size=".2 .1 .1" pos="0.2 0 0" contype="0" conaffinity="0"/></body></body>
+</worldbody></mujoco>"""
+
+
+def test_a_tree_of_hinges_and_slides_takes_its_jacobian_from_the_joint_axes():
+    """A branching tree of hinges (ref, armature, springs) and a slide, two joints in one
+    body: the Jacobian from the joints' world axes and anchors equals the forward-mode
+    Jacobian of the kinematics, the potential's gradient from it equals autodiff's, and
+    qacc equals mj_forward's at random states."""
+    m = mujoco.MjModel.from_xml_string(HINGE_SLIDE_TREE)
+    data = mujoco.MjData(m)
+    model = ukjax.from_mjcf(HINGE_SLIDE_TREE)
+    qacc = jax.jit(lambda q, qd: model.qacc(q, qd, ukjax.acceleration(model, 0.0, q, qd)))
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        qpos, qvel = _random_state(m, rng, scale=1.0)
+        q, qd = model.initial_state(jnp.asarray(qpos), jnp.asarray(qvel))
+        J = model._velocity_jacobian(q)
+        by_autodiff = jax.jacfwd(lambda v: model._quasi_velocities(q, v))(jnp.zeros_like(q))
+        np.testing.assert_allclose(J, by_autodiff, atol=1e-14)
+        grad_V = jax.grad(lambda x: model.potential_energy(0.0, x))(q)
+        np.testing.assert_allclose(model._potential_gradient(0.0, q, J), grad_V, atol=1e-13)
+        data.qpos[:], data.qvel[:] = qpos, qvel
+        mujoco.mj_forward(m, data)
+        np.testing.assert_allclose(qacc(q, qd), data.qacc, rtol=1e-9, atol=1e-9)
+
+
 def test_float32_accelerations_match_mujoco_to_single_precision():
     m = mujoco.MjModel.from_xml_string(TREE)
     data = mujoco.MjData(m)

@@ -390,8 +390,67 @@ class RigidModel(System):
         return 0.5 * jnp.sum(self._weights(q.dtype) * u * u)
 
     def _velocity_jacobian(self, q):
-        r"""$J = \partial u/\partial\dot q$ of the quasi-velocities ($u = J\dot q$)."""
+        r"""$J = \partial u/\partial\dot q$ of the quasi-velocities ($u = J\dot q$):
+        from the joints' world axes and anchors (:meth:`_joint_jacobian`) for a tree of
+        hinges and slides, by forward-mode differentiation of the kinematics otherwise."""
+        if all(j.kind in (HINGE, SLIDE) for j in self.joints):
+            return self._joint_jacobian(q)
         return jax.jacfwd(lambda v: self._quasi_velocities(q, v))(jnp.zeros_like(q))
+
+    def _joint_axes(self, q):
+        """The forward kinematics with each joint's world axis and anchor (for a tree of
+        hinges and slides): centres of mass (nb, 3), inertial-frame quaternions (nb, 4),
+        axes (nj, 3) and anchors (nj, 3) in the world frame."""
+        dtype = q.dtype
+        body_pos, body_quat = self._param("body_pos", dtype), self._param("body_quat", dtype)
+        anchors_local, axes_local = self._param("jnt_pos", dtype), self._param("jnt_axis", dtype)
+        positions = [jnp.zeros(3, dtype)]
+        rotations = [jnp.array([1.0, 0.0, 0.0, 0.0], dtype)]
+        axes, anchors = [None] * len(self.joints), [None] * len(self.joints)
+        for b in range(1, len(self.parents)):
+            p = self.parents[b]
+            pos = positions[p] + rotate(rotations[p], body_pos[b])
+            rot = multiply(rotations[p], body_quat[b])
+            for j in self.body_joints[b]:
+                axes[j] = rotate(rot, axes_local[j])
+                anchors[j] = pos + rotate(rot, anchors_local[j])
+                pos, rot = self._joint_frame(j, self.joints[j], q, pos, rot)
+            positions.append(pos)
+            rotations.append(rot)
+        pos, rot = jnp.stack(positions), jnp.stack(rotations)
+        com = pos + rotate(rot, self._param("body_ipos", dtype))
+        inertial = multiply(rot, self._param("body_iquat", dtype))
+        return com, inertial, jnp.stack(axes), jnp.stack(anchors)
+
+    def _joint_jacobian(self, q):
+        r"""$J$ of a tree of hinges and slides from the joints' world axes $a_j$ and anchors
+        $x_j$: a hinge moves the centre of mass $c_i$ of every body below it at
+        $a_j\times(c_i - x_j)$ and turns it at $a_j$ (in the body's principal frame,
+        $R_i^Ta_j$), a slide moves it at $a_j$; the armature rows are the identity. The
+        same matrix as the forward-mode Jacobian of :meth:`_quasi_velocities` (tested),
+        without pushing one tangent per coordinate through the kinematics."""
+        com, inertial, axes, anchors = self._joint_axes(q)
+        nb, nj = len(self.parents), len(self.joints)
+        below = np.zeros((nj, nb), bool)  # body i moves with joint j
+        for i in range(1, nb):
+            b = i
+            while b > 0:
+                for j in self.body_joints[b]:
+                    below[j, i] = True
+                b = self.parents[b]
+        hinge = np.array([j.kind == HINGE for j in self.joints])
+        mask = jnp.asarray(below, q.dtype)[:, :, None]
+        turning = cross(axes[:, None, :], com[None, :, :] - anchors[:, None, :])
+        linear = jnp.where(hinge[:, None, None], turning, axes[:, None, :]) * mask
+        spin = jnp.where(hinge[:, None, None], axes[:, None, :], 0.0) * mask
+        angular = rotate(conjugate(inertial)[None], spin)  # R_i^T a_j
+        columns = jnp.concatenate([linear.reshape(nj, -1), angular.reshape(nj, -1)], axis=1)
+        armature = np.zeros((nj, self.nv))
+        for j, joint in enumerate(self.joints):
+            armature[j, joint.qvel] = 1.0
+        columns = jnp.concatenate([columns, jnp.asarray(armature, q.dtype)], axis=1)
+        order = np.argsort([joint.qpos for joint in self.joints])
+        return columns[order].T
 
     def mass_matrix(self, t, q):
         r"""$M = J^TWJ$ with $J = \partial u/\partial\dot q$ of the quasi-velocities."""
@@ -416,9 +475,23 @@ class RigidModel(System):
         gyroscopic = cross(omega, inertia * omega).reshape(-1)
         bias = W * u_dot
         bias = bias.at[3 * nb : 6 * nb].add(gyroscopic)
-        Q = -J.T @ bias - jax.grad(lambda x: self.potential_energy(t, x))(q)
+        Q = -J.T @ bias - self._potential_gradient(t, q, J)
         damping = self.forces(t, q, qd)
         return M, Q if damping is None else Q + damping
+
+    def _potential_gradient(self, t, q, J):
+        r"""$\partial V/\partial q$: for a tree of hinges and slides from the Jacobian J of
+        the centres of mass ($-J_c^T m g$) and the joint springs, by reverse-mode
+        differentiation of :meth:`potential_energy` otherwise."""
+        if not all(j.kind in (HINGE, SLIDE) for j in self.joints):
+            return jax.grad(lambda x: self.potential_energy(t, x))(q)
+        dtype = q.dtype
+        nb = len(self.parents)
+        weight = self._param("body_mass", dtype)[:, None] * self._param("gravity", dtype)
+        grad = -J[: 3 * nb].T @ weight.reshape(-1)
+        at = np.array([j.qpos for j in self.joints], int)  # one coordinate per joint
+        k = self._param("jnt_stiffness", dtype)
+        return grad.at[at].add(k * (q[at] - self._param("qpos_spring", dtype)[at]))
 
     def potential_energy(self, t, q):
         dtype = q.dtype
