@@ -22,6 +22,11 @@ implementations:
 
 Both compute the same exact factorisations (no approximation); a non-SPD input gives NaN
 entries in either, which the callers detect.
+
+A third way, for large sparse systems, works on structural non-zeros only
+(:mod:`ukjax._structure`): :class:`AutoKernels` takes it from :data:`STRUCTURED_MIN_N`
+coordinates where it is :data:`WORTHWHILE_RATIO` times less work, :class:`StructuredKernels`
+whenever it is less work.
 """
 
 from __future__ import annotations
