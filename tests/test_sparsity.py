@@ -222,3 +222,17 @@ def test_a_system_that_cannot_be_analysed_runs_dense_and_says_why(monkeypatch):
     q, _ = _chain_state(8)
     with pytest.warns(UserWarning, match="could not be analysed.*no rule for this primitive"):
         assert _structure(UserChain(links=8), q, ukjax.Regularized()) is None
+
+
+def test_the_report_says_whether_and_why_the_structure_is_used():
+    q, _ = _chain_state(8)
+    report = ukjax.structure_report(UserChain(links=8), q)
+    assert report.used and (report.n, report.m) == (16, 8)
+    assert report.mass_entries == 16 and report.jacobian_colors is not None
+    assert report.dense_multiply_adds >= 20 * report.structured_multiply_adds
+    dense = ukjax.Regularized(kernels=ukjax.LapackKernels())
+    assert not ukjax.structure_report(UserChain(links=8), q, dense).used
+    small = ukjax.structure_report(UserChain(links=4), q[:8])
+    assert not small.used and "n = 8" in small.reason
+    with pytest.raises(ValueError, match="float vector"):
+        ukjax.structure_report(UserChain(links=8), jnp.zeros((2, 8)))

@@ -27,7 +27,9 @@ The public API:
   :class:`NoStabilization` (base :class:`AbstractStabilization`).
 - Initial-condition policies: :class:`CheckInitial` (default), :class:`ProjectInitial`,
   :class:`IgnoreInitial`; :func:`constraint_residuals`, :func:`project_initial_conditions`.
-- :func:`diagnostics`: residuals, energy and constraint forces along a solution.
+- :func:`diagnostics`: residuals, energy and constraint forces along a solution;
+  :func:`structure_report` (:class:`StructureReport`): whether the UK solve runs on the
+  sparsity found from the system's program, and why.
 - :func:`sweep`, :func:`load_sweep`, :func:`sweep_status`: chunked, sharded, resumable
   batched sweeps, on this machine or handed to a distributed executor (Dask, a process
   pool, Ray, submitit) or split among workers without a coordinator (SLURM job arrays).
@@ -173,6 +175,8 @@ from ._stabilization import (
     NoStabilization as NoStabilization,
 )
 from ._stage_loop import StageLoop as StageLoop
+from ._structure_report import StructureReport as StructureReport
+from ._structure_report import structure_report as structure_report
 from ._sweep import (
     RESULT_NAMES as RESULT_NAMES,
 )

@@ -276,7 +276,8 @@ class AutoKernels(AbstractKernels):
         True
         >>> ukjax.AutoKernels().at_events().ops(4) is ukjax.LapackKernels().ops(4)
         True
-        >>> ukjax.AutoKernels().structured(16), ukjax.AutoKernels(min_structured=None).structured(64)
+        >>> off = ukjax.AutoKernels(min_structured=None)
+        >>> ukjax.AutoKernels().structured(16), off.structured(64)
         (True, False)
     """
 

@@ -406,7 +406,8 @@ class RigidModel(System):
         anchors_local, axes_local = self._param("jnt_pos", dtype), self._param("jnt_axis", dtype)
         positions = [jnp.zeros(3, dtype)]
         rotations = [jnp.array([1.0, 0.0, 0.0, 0.0], dtype)]
-        axes, anchors = [None] * len(self.joints), [None] * len(self.joints)
+        axes: dict[int, jax.Array] = {}
+        anchors: dict[int, jax.Array] = {}
         for b in range(1, len(self.parents)):
             p = self.parents[b]
             pos = positions[p] + rotate(rotations[p], body_pos[b])
@@ -420,7 +421,13 @@ class RigidModel(System):
         pos, rot = jnp.stack(positions), jnp.stack(rotations)
         com = pos + rotate(rot, self._param("body_ipos", dtype))
         inertial = multiply(rot, self._param("body_iquat", dtype))
-        return com, inertial, jnp.stack(axes), jnp.stack(anchors)
+        order = range(len(self.joints))
+        return (
+            com,
+            inertial,
+            jnp.stack([axes[j] for j in order]),
+            jnp.stack([anchors[j] for j in order]),
+        )
 
     def _joint_jacobian(self, q):
         r"""$J$ of a tree of hinges and slides from the joints' world axes $a_j$ and anchors
