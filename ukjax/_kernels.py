@@ -46,18 +46,17 @@ UNROLL_MAX_N = 8
 STRUCTURED_MIN_N = 16
 """Smallest number of coordinates for which :class:`AutoKernels` finds the sparsity of M and
 of the constraint Jacobians from the system's program (:mod:`ukjax._structure`) and, where
-it is sparse enough, solves on the structural non-zeros. Measured on a user-written chain
-(`benchmarks/RESULTS.md`, structure section): under `vmap` the structured solve ran 2.8x
-faster at n = 16 and 11x at n = 64; a single trajectory ran 1.3-1.5x slower and compiled
-1-5 s longer. `AutoKernels(min_structured=None)` or :class:`LapackKernels` turn it off."""
+it is sparse enough, solves on the structural non-zeros. Chosen by `benchmarks/structure.py`
+on a user-written chain (figures in `benchmarks/RESULTS.md`, structure section): faster
+batched from this size, slower for a single trajectory.
+`AutoKernels(min_structured=None)` or :class:`LapackKernels` turn it off."""
 
 
 WORTHWHILE_RATIO = 20.0
 """How many times fewer multiply-adds than the dense solve the structured one must do for
-:class:`AutoKernels` to use it. Measured (`benchmarks/RESULTS.md`, structure section): a
-chain of n = 16 (35x fewer) ran 2.8x faster batched and 1.3x slower alone; the Bricard
-mechanism (n = 24, 24 redundant rows closing a loop: 8x fewer, its Gram matrix fills in)
-ran 5.6x slower alone and compiled 8x longer."""
+:class:`AutoKernels` to use it: a chain of n = 16 (35x fewer) takes it, the Bricard
+mechanism (24 redundant rows closing a loop, whose Gram matrix fills in: 8x fewer) does
+not; their timings are in `benchmarks/RESULTS.md` (structure section)."""
 
 
 def unpack(X: jax.Array) -> list[jax.Array]:

@@ -393,9 +393,13 @@ class RigidModel(System):
         r"""$J = \partial u/\partial\dot q$ of the quasi-velocities ($u = J\dot q$):
         from the joints' world axes and anchors (:meth:`_joint_jacobian`) for a tree of
         hinges and slides, by forward-mode differentiation of the kinematics otherwise."""
-        if all(j.kind in (HINGE, SLIDE) for j in self.joints):
+        if self._hinges_and_slides():
             return self._joint_jacobian(q)
         return jax.jacfwd(lambda v: self._quasi_velocities(q, v))(jnp.zeros_like(q))
+
+    def _hinges_and_slides(self) -> bool:
+        """Whether every joint is a hinge or a slide (no quaternion coordinates)."""
+        return all(j.kind in (HINGE, SLIDE) for j in self.joints)
 
     def _joint_axes(self, q):
         """The forward kinematics with each joint's world axis and anchor (for a tree of
@@ -490,7 +494,7 @@ class RigidModel(System):
         r"""$\partial V/\partial q$: for a tree of hinges and slides from the Jacobian J of
         the centres of mass ($-J_c^T m g$) and the joint springs, by reverse-mode
         differentiation of :meth:`potential_energy` otherwise."""
-        if not all(j.kind in (HINGE, SLIDE) for j in self.joints):
+        if not self._hinges_and_slides():
             return jax.grad(lambda x: self.potential_energy(t, x))(q)
         dtype = q.dtype
         nb = len(self.parents)

@@ -93,6 +93,7 @@ _KEEP_FIRST = frozenset(
 _UNION = frozenset({"add", "add_any", "sub", "max", "min", "atan2", "or", "nextafter"})
 # a product: non-zero only where every operand is
 _INTERSECTION = frozenset({"mul", "and"})
+_ELEMENTWISE = _KEEP_FIRST | _UNION | _INTERSECTION | {"integer_pow"}
 
 
 def _broadcast(masks: Sequence[np.ndarray], shape) -> list[np.ndarray]:
@@ -100,7 +101,7 @@ def _broadcast(masks: Sequence[np.ndarray], shape) -> list[np.ndarray]:
 
 
 def _elementwise(name: str, ins: list[Value], eqn) -> np.ndarray | None:
-    if name not in _KEEP_FIRST | _UNION | _INTERSECTION | {"integer_pow"}:
+    if name not in _ELEMENTWISE:
         return None
     shape = eqn.outvars[0].aval.shape
     masks = _broadcast([_mask(x) for x in ins], shape)
@@ -207,8 +208,6 @@ _ON_MASKS: MappingProxyType[str, tuple[int, ...]] = MappingProxyType(
         "scatter": (1,),
         "scatter-add": (1,),
         "scatter_add": (1,),
-        "scatter-mul": (1,),
-        "scatter_mul": (1,),
     }
 )
 
@@ -224,11 +223,8 @@ def _on_masks(eqn, ins: list[Value]) -> list[np.ndarray] | None:
             operands.append(x.value)
         else:
             operands.append(_as_operand(x, var.aval))
-    params = dict(eqn.params)
-    if "update_jaxpr" in params and eqn.primitive.name in ("scatter-mul", "scatter_mul"):
-        return None
     with jax.ensure_compile_time_eval():
-        out = eqn.primitive.bind(*operands, **params)
+        out = eqn.primitive.bind(*operands, **eqn.params)
     outs = out if eqn.primitive.multiple_results else [out]
     return [np.asarray(o) != 0 for o in outs]
 

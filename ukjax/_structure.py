@@ -167,13 +167,17 @@ def rows_structure(n: int, mass: np.ndarray, rows: np.ndarray) -> Structure:
     return Structure(n, _entries(mass | mass.T), _plan(rows), None, None, 0)
 
 
+def dense_multiply_adds(structure: Structure) -> float:
+    """The dense factorisations' multiply-adds, $n^3/3 + mn^2 + nm^2 + m^3/3$."""
+    n, m = structure.n, structure.m
+    return n**3 / 3 + m * n * n + n * m * m + m**3 / 3
+
+
 def worthwhile(structure: Structure, kernels) -> bool:
     """Whether `kernels` (a :class:`ukjax.AbstractKernels`) take the structured solve for
     this structure, given its multiply-adds (:func:`multiply_adds`, fill-in included) and
-    the dense factorisations' $n^3/3 + mn^2 + nm^2 + m^3/3$."""
-    n, m = structure.n, structure.m
-    dense = n**3 / 3 + m * n * n + n * m * m + m**3 / 3
-    return kernels.structure_pays(dense, multiply_adds(structure))
+    the dense ones (:func:`dense_multiply_adds`)."""
+    return kernels.structure_pays(dense_multiply_adds(structure), multiply_adds(structure))
 
 
 # ----------------------------------------------------------------------------- the solve

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 from jaxtyping import ArrayLike
 
 from ._dynamics import _blocks
-from ._structure import detect, multiply_adds, worthwhile
+from ._structure import dense_multiply_adds, detect, multiply_adds
 from ._system import System
 from ._uk_solvers import AbstractUKSolver, Regularized, check_uk_solver
 
@@ -80,14 +80,14 @@ def structure_report(
     if structure is None:
         return StructureReport(n, 0, None, None, None, n**3 / 3, None, False, "not analysed")
     m = structure.m
-    dense = n**3 / 3 + m * n * n + n * m * m + m**3 / 3
+    dense = dense_multiply_adds(structure)
     colors = [p.n_colors for p in (structure.holonomic, structure.nonholonomic) if p]
     cost = multiply_adds(structure)
     if uk_solver.gram_parameters(q.dtype) is None:
         used, reason = False, f"{type(uk_solver).__name__} has no Gram-matrix form"
     elif not kernels.structured(n):
         used, reason = False, f"{type(kernels).__name__} keeps n = {n} dense"
-    elif not worthwhile(structure, kernels):
+    elif not kernels.structure_pays(dense, cost):
         ratio = dense / max(cost, 1)
         used, reason = False, f"only {ratio:.1f}x fewer multiply-adds than dense"
     else:
