@@ -14,7 +14,8 @@ The public API:
   :func:`energy`, :func:`kinetic_energy`: the model at one state.
 - :func:`simulate`, :class:`Solution`: integrate with diffrax; :class:`ReplayAdjoint`:
   its default derivatives in every autodiff mode (the tangent sweep of the accepted
-  steps); :class:`ReverseReplayAdjoint`: faster reverse-mode gradients only.
+  steps, reverse mode by the batched backward replay); :class:`ReverseReplayAdjoint`:
+  that replay as reverse-mode gradients only.
 - Servo-constraint control: :class:`Servo`, :class:`ServoControlled`, :func:`controls`,
   :func:`servo_history` (plants declare `System.actuators`).
 - Contact laws for unilateral constraints: :class:`Impact`, :class:`ContactDynamics`,

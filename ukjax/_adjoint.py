@@ -77,16 +77,14 @@ class ReplayAdjoint(AbstractReplayAdjoint):
     accepted states and sweeps the recursion $\dot y_{k+1} = \partial_y\Phi\,\dot
     y_k + \partial_\theta\Phi\,\dot\theta$ over them (see :mod:`ukjax._adjoint`), in
     loops of fixed length whose blocks past the last step are skipped. Forward mode
-    (`jax.jvp`, `jax.jacfwd`) evaluates it; reverse mode (`jax.grad`, `jax.vjp`) is JAX's
-    transpose of it, one rematerialised step at a time in reverse order; second
-    derivatives (`jax.hessian`) differentiate the rule again. So `jax.jit`, `jax.vmap`
-    and every autodiff transformation compose with `simulate` in any order and give the
-    same derivative: the discrete derivative of the Runge-Kutta scheme, which diffrax's
-    `RecursiveCheckpointAdjoint` also computes (to round-off).
-
-    Reverse mode costs more than with :class:`ReverseReplayAdjoint`, which batches the
-    replayed steps' linearisations but cannot be differentiated in forward mode
-    (`benchmarks/RESULTS.md` has both); `ukjax.fit` takes that one.
+    (`jax.jvp`, `jax.jacfwd`) evaluates it. Reverse mode (`jax.grad`, `jax.vjp`) runs
+    the batched backward replay of :class:`ReverseReplayAdjoint`, given to JAX as the
+    transpose of the sweep (the rule's tangent is a `lax.custom_linear_solve` whose
+    transposed solve is that replay), so it costs what the reverse-only replay costs;
+    second derivatives (`jax.hessian`) differentiate the rule again. So `jax.jit`,
+    `jax.vmap` and every autodiff transformation compose with `simulate` in any order and
+    give the same derivative: the discrete derivative of the Runge-Kutta scheme, which
+    diffrax's `RecursiveCheckpointAdjoint` also computes (to round-off).
 
     Memory: `max_steps` x the state size, allocated when a derivative is taken.
     `simulate`'s default uses it only within 16 MiB per trajectory (else
@@ -370,8 +368,64 @@ def replay_solve(run, y0, ts, args):
 @replay_solve.def_jvp
 def _replay_jvp(primals, tangents):
     sol, steps = recorded_solve(*primals)
-    sweep, t_diff, t_y0 = _sweep(primals, tangents, steps)
-    return sol, _solution_tangent(sol, sweep, t_diff, t_y0, False)[0]
+    sweep, t_diff, _ = _sweep(primals, tangents, steps)
+    inputs = (t_diff, tangents[1])  # the tangents given (None: symbolic zero)
+    if not jtu.tree_leaves(inputs):
+        return sol, jtu.tree_map(lambda _: None, sol)
+    t_ys = _LinearTangent(sweep, sol.ys).apply(inputs)
+    blank = jtu.tree_map(lambda _: None, sol)
+    return sol, eqx.tree_at(lambda s: s.ys, blank, t_ys, is_leaf=_is_none)
+
+
+class _LinearTangent(eqx.Module):
+    r"""The saves' tangent $L\,\dot u$ of a recorded run as a linear map of the input
+    tangents $\dot u$ (of the differentiated leaves and of $y_0$) whose transpose is
+    given: forward mode evaluates the tangent sweep (:class:`_Sweep`), reverse mode the
+    batched backward replay of :class:`ReverseReplayAdjoint` (:func:`_transposed_sweep`)
+    instead of JAX's transpose of the sweep, which rematerialises and transposes one step
+    at a time.
+
+    JAX's public way to give a linear map its own transpose is
+    `lax.custom_linear_solve`; $L$ is not square, so it is the solve of the square
+    system $\begin{pmatrix} I & 0 \\ -L & I \end{pmatrix} x = b$ in the space of
+    (input tangent, output tangent), whose solution is $x = (b_u,\, b_y + L b_u)$ and
+    whose transposed solution is $(c_u + L^T c_y,\, c_y)$. With $b = (\dot u, 0)$
+    its second block is $L\dot u$. Derivatives of the rule itself (second order) come
+    from the system's matrix, which is written with the sweep, so they stay exact."""
+
+    sweep: _Sweep
+    like: Any  # the saves (the tangent's structure)
+
+    def forward(self, inputs):
+        t_diff, t_y0 = inputs
+        final, at_saves, _ = self.sweep.run(t_diff, _cotangent(t_y0, self.sweep.y0), False)
+        t_saves = self.sweep.saves(t_diff, at_saves)
+        if isinstance(self.like, list):  # [saves at ts, the final state]
+            return [t_saves, jtu.tree_map(lambda x: x[None], final)]
+        return t_saves
+
+    def transpose(self, c_ys, inputs):
+        sweep = self.sweep
+        g_saves, y_end = _ys_cotangents(c_ys, sweep.ts, sweep.y0)
+        steps = (sweep.step_ts, sweep.step_ys)
+        d_bar, y_bar = _transposed_sweep(
+            sweep.diff, sweep.static, sweep.y0, sweep.ts, sweep.args, steps, g_saves, y_end
+        )
+        keep = lambda t, y: None if t is None else y  # only the tangents given
+        return d_bar, jtu.tree_map(keep, inputs[1], y_bar, is_leaf=_is_none)
+
+    def apply(self, inputs):
+        r"""$L\,\dot u$ for the input tangents `inputs` (no leaf None in them all)."""
+        # the second block of b: zeros, written as a linear function of the inputs so that
+        # reverse mode sees every block of b as a tangent
+        zero = 0.0 * jnp.ravel(jtu.tree_leaves(inputs)[0])[0]
+        b = (inputs, jtu.tree_map(lambda x: jnp.zeros_like(x) + zero.astype(x.dtype), self.like))
+        add = lambda a, c: jtu.tree_map(jnp.add, a, c)
+        sub = lambda a, c: jtu.tree_map(jnp.subtract, a, c)
+        matvec = lambda x: (x[0], sub(x[1], self.forward(x[0])))
+        solve = lambda _, b: (b[0], add(b[1], self.forward(b[0])))
+        transpose = lambda _, c: (add(c[0], self.transpose(c[1], inputs)), c[1])
+        return lax.custom_linear_solve(matvec, b, solve, transpose)[1]
 
 
 @eqx.filter_custom_jvp
@@ -421,10 +475,19 @@ def _fwd(perturbed, vjp_arg, args):
 
 def _bwd(steps, g, perturbed, vjp_arg, args):
     run, y0, ts = vjp_arg
-    step_ts, step_ys = steps
     # only the perturbed leaves are differentiated (the others' cotangents are not built)
     diff, static = eqx.partition(run, perturbed[0])
     g_saves, y_bar = _output_cotangents(g, ts, y0)
+    d_bar, y_bar = _transposed_sweep(diff, static, y0, ts, args, steps, g_saves, y_bar)
+    return d_bar, y_bar, None
+
+
+def _transposed_sweep(diff, static, y0, ts, args, steps, g_saves, y_bar):
+    """The backward replay (module docstring): the cotangents of the differentiated
+    leaves `diff` and of `y0` for cotangents `g_saves` of the saves and `y_bar` of the
+    state after the last recorded step. The pullbacks of a block of :data:`_CHUNK` steps
+    are formed as one batch, then applied in reverse order."""
+    step_ts, step_ys = steps
     count = jnp.sum(jnp.isfinite(step_ts))
     # save j is interpolated on the first step that ends at or after it
     save_step = jnp.searchsorted(step_ts, ts, side="left")
@@ -482,7 +545,7 @@ def _bwd(steps, g, perturbed, vjp_arg, args):
     last_save = jnp.sum(save_step < count) - 1  # saves past the last step were not reached
     init = (count - 1, y_bar, d_bar, last_save)
     _, y_bar, d_bar, _ = lax.while_loop(lambda c: c[0] >= 0, chunk, init)
-    return d_bar, y_bar, None
+    return d_bar, y_bar
 
 
 def _output_cotangents(g, ts, y0):
@@ -492,9 +555,16 @@ def _output_cotangents(g, ts, y0):
     end = jax.tree_util.tree_map(jnp.zeros_like, y0)
     if g.ys is None:
         return saves, end
-    if not isinstance(g.ys, list):
-        return _cotangent(g.ys, saves), end
-    g_saves, g_end = g.ys  # [saves at ts, the final state]
+    return _ys_cotangents(g.ys, ts, y0)
+
+
+def _ys_cotangents(g_ys, ts, y0):
+    """:func:`_output_cotangents` for the cotangent `g_ys` of the solution's `ys`."""
+    saves = jax.tree_util.tree_map(lambda x: jnp.zeros(ts.shape + x.shape, x.dtype), y0)
+    end = jax.tree_util.tree_map(jnp.zeros_like, y0)
+    if not isinstance(g_ys, list):
+        return _cotangent(g_ys, saves), end
+    g_saves, g_end = g_ys  # [saves at ts, the final state]
     if g_end is not None:
         end = _cotangent(jax.tree_util.tree_map(lambda x: x[0], g_end), end)
     return _cotangent(g_saves, saves), end

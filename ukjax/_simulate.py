@@ -352,8 +352,9 @@ def simulate(
       (`max_steps` x state size), else `diffrax.RecursiveCheckpointAdjoint()` (reverse
       mode only). Hybrid runs (contacts, impulses) differentiate in reverse mode by
       default; forward mode there needs `adjoint=diffrax.ForwardMode()`.
-      :class:`ukjax.ReverseReplayAdjoint` takes reverse-mode gradients faster (it is what
-      :func:`ukjax.fit` uses) but refuses forward mode. Any diffrax adjoint may be given.
+      Reverse mode through it is the batched backward replay of
+      :class:`ukjax.ReverseReplayAdjoint` (which alone refuses forward mode). Any diffrax
+      adjoint may be given.
     - `max_steps`: bound on the number of steps (default 100 000).
     - `stabilization`: a strategy. Default (`None`): for a smooth run,
       `ukjax.Projection(iterations=1, saves=False)` (one mass-metric Newton step on $q$
