@@ -187,6 +187,34 @@ def test_gradients_match_dense_and_finite_differences():
     np.testing.assert_allclose(g, jnp.stack(fd), rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.parametrize("redundant", [False, True])
+def test_the_structured_derivative_rule_matches_the_dense_one(redundant):
+    """Forward and reverse derivatives of every UK term with respect to the masses, the
+    positions and the velocities (so of M, Q, A, b and the non-ideal force C at once)
+    against the dense path's (its own exact rule, checked against closed forms in
+    tests/test_uk_vjp.py), with all row kinds, and with redundant rows."""
+    system = BlockChain(jnp.array([1.0, 2.0, 1.5, 0.7]), redundant=redundant)
+    q, qd = _state(4, seed=3)
+    names = ("qdd", "a", "Qc_ideal", "Qc_nonideal", "residual")
+
+    def f(x, solver):
+        masses, q, qd = x
+        s = eqx.tree_at(lambda c: c.masses, system, masses)
+        terms = evaluate(s, jnp.asarray(0.3), q, qd, ukjax.NoStabilization(), solver).terms
+        return jnp.concatenate([getattr(terms, k) for k in names])
+
+    x = (system.masses, q, qd)
+    assert _structure(system, q, STRUCTURED) is not None
+    reference = jax.jit(jax.jacfwd(lambda x: f(x, DENSE)))(x)
+    for J in (
+        jax.jit(jax.jacfwd(lambda x: f(x, STRUCTURED)))(x),
+        jax.jit(jax.jacrev(lambda x: f(x, STRUCTURED)))(x),
+    ):
+        for got, want in zip(J, reference):
+            scale = 1.0 + float(jnp.max(jnp.abs(want)))
+            assert float(jnp.max(jnp.abs(got - want))) < 1e-9 * scale
+
+
 @pytest.mark.slow  # default-suite time; the same paths run in other default tests
 def test_bad_mass_matrix_is_reported_per_trajectory():
     chain = PlanarChain(masses=jnp.array([1.0, -1.0, 1.0]), lengths=jnp.ones(3))

@@ -50,7 +50,10 @@ _CHUNK = 16
 # trajectory (max_steps x state size x itemsize) and, for a batch whose size the caller
 # knows (`ukjax.predict` and `fit` over several trajectories), BATCH_BUDGET in all;
 # diffrax's checkpointed loop (under 1 MiB at 100 000 steps on the 5-link chain) otherwise.
-DEFAULT_BUDGET = 2**24
+# 64 MiB holds 100 000 (the default max_steps) states of 83 float64 numbers: a planar chain
+# of 20 links replays by default (about 2.3-3x the forward solve for its gradient against
+# 3.8-6x for the checkpointed loop: benchmarks/RESULTS.md, gradients section).
+DEFAULT_BUDGET = 2**26
 BATCH_BUDGET = 2**28
 
 
@@ -87,7 +90,7 @@ class ReplayAdjoint(AbstractReplayAdjoint):
     diffrax's `RecursiveCheckpointAdjoint` also computes (to round-off).
 
     Memory: `max_steps` x the state size, allocated when a derivative is taken.
-    `simulate`'s default uses it only within 16 MiB per trajectory (else
+    `simulate`'s default uses it only within 64 MiB per trajectory (else
     `diffrax.RecursiveCheckpointAdjoint()`, reverse mode only). Derivatives with respect
     to the save times `ts` need `diffrax.RecursiveCheckpointAdjoint()`.
 

@@ -11,7 +11,8 @@ from jaxtyping import Array, ArrayLike, Float
 from ._constraints import jacobian_blocks, rows, structured_rows
 from ._residuals import check_precision
 from ._stabilization import AbstractStabilization, NoStabilization, check_stabilization
-from ._structure import Structure, detect, entries_of, structured_solve, worthwhile
+from ._structure import Structure, detect, entries_of, worthwhile
+from ._structured_uk import structured_solve
 from ._system import System, as_time, check_state, floatify, overrides
 from ._uk import Failures, UKTerms, check_terms, failures, uk_terms
 from ._uk_solvers import AbstractUKSolver, Regularized, check_uk_solver

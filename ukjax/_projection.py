@@ -28,7 +28,8 @@ from ._residuals import default_ic_tol, has_holonomic, phi, residuals, velocity_
 from ._results import RESULTS, message
 from ._sparsity import nonzero_pattern
 from ._stabilization import AbstractStabilization
-from ._structure import Structure, entries_of, rows_structure, structured_solve, worthwhile
+from ._structure import Structure, entries_of, rows_structure, worthwhile
+from ._structured_uk import structured_solve
 from ._system import System, as_time, check_state
 from ._uk import complete_where_singular
 from ._uk_solvers import Regularized
@@ -78,7 +79,7 @@ def _repeat(step, iterations: int, x):
 class _Correction(eqx.Module):
     """The minimum-M-norm Newton correction for one set of rows r(x) = 0 (positions or
     velocities): dense (:func:`_mass_metric_step`), or on the structural non-zeros of M
-    and of the rows' Jacobian (:func:`ukjax._structure.structured_solve`, the same
+    and of the rows' Jacobian (:func:`ukjax._structured_uk.structured_solve`, the same
     Tikhonov solve without refinement; the Jacobian by one product per column colour)."""
 
     ops: DenseOps

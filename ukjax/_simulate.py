@@ -348,7 +348,7 @@ def simulate(
     - `adjoint`: how derivatives are taken. Default: :class:`ukjax.ReplayAdjoint`
       (the tangent-linear recursion of the accepted steps as a `jax.custom_jvp`: forward
       mode, reverse mode as its transpose and second derivatives, in any order with
-      `jax.jit` and `jax.vmap`) when the recorded states fit in 16 MiB per trajectory
+      `jax.jit` and `jax.vmap`) when the recorded states fit in 64 MiB per trajectory
       (`max_steps` x state size), else `diffrax.RecursiveCheckpointAdjoint()` (reverse
       mode only). Hybrid runs (contacts, impulses) differentiate in reverse mode by
       default; forward mode there needs `adjoint=diffrax.ForwardMode()`.

@@ -1,5 +1,5 @@
-r"""Sparsity structure of a system's UK equation, found from its program, and the
-structured UK solve that uses it.
+r"""Sparsity structure of a system's UK equation, found from its program (the solve
+that uses it: :mod:`ukjax._structured_uk`).
 
 **Detection.** The mass matrix $M(q, t)$ and the constraint Jacobians
 $\partial\varphi/\partial q$, $\partial\psi/\partial\dot q$ (and raw rows $A$) are
@@ -34,17 +34,13 @@ Example:
 from __future__ import annotations
 
 import warnings
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-import ukjax._sparse as sp
-
-from ._kernels import unpack
 from ._sparsity import nonzero_pattern
-from ._uk import UKTerms
 
 
 Pattern = tuple[tuple[int, int], ...]
@@ -187,132 +183,6 @@ def entries_of(X: jax.Array, pattern: Pattern) -> jax.Array:
         return jnp.zeros((0,), X.dtype)
     r, c = (np.array(ix, int) for ix in zip(*pattern))
     return X[r, c]
-
-
-def _mass_checks(structure: Structure, M: sp.Rows, M_values: jax.Array):
-    """(relative asymmetry, smallest diagonal entry) from M's structural entries."""
-    dtype = M_values.dtype
-    zero = jnp.zeros((), dtype)
-    pairs = [(i, j) for i, j in structure.mass if i > j]
-    if pairs:
-        asym = jnp.max(jnp.stack([jnp.abs(M[i][j] - M[j].get(i, zero)) for i, j in pairs]))
-        asym = asym / jnp.maximum(jnp.max(jnp.abs(M_values)), jnp.finfo(dtype).tiny)
-    else:
-        asym = zero
-    min_diag = jnp.min(jnp.stack([M[i].get(i, zero) for i in range(structure.n)]))
-    return asym, min_diag
-
-
-def structured_solve(
-    structure: Structure,
-    M_values: jax.Array,
-    Q: jax.Array,
-    A_values: jax.Array,
-    b: jax.Array,
-    C: jax.Array | None,
-    tau: float,
-    refinements: int,
-    consistency_floor: float = 0.0,
-) -> UKTerms:
-    """The UK terms from the structural entries of M (`structure.mass` order) and of A
-    (`structure.constraint_entries()` order), by the Gram-matrix solve with Tikhonov
-    parameter `tau` (rows scaled to unit norm) and `refinements` steps of iterative
-    refinement, as :func:`ukjax._linalg.regularized_solve` (`tau = 0`, no refinement: the
-    plain Gram-matrix Cholesky). `consistency_floor`: the UK solver's (see
-    :class:`ukjax._uk.UKTerms`).
-
-    Everything is straight-line scalar code over structural non-zeros
-    (:mod:`ukjax._sparse`). A version with gathers over index arrays for the products
-    compiled faster but ran slower inside `simulate` under `vmap` (chains of N = 4 ... 32,
-    RK4; `benchmarks/RESULTS.md`, MuJoCo section), so the scalar form is kept."""
-    n, m = structure.n, structure.m
-    dtype = Q.dtype
-    zero = jnp.zeros((), dtype)
-    Mrows = sp.from_entries(structure.mass, unpack(M_values), n)
-    L = sp.cholesky(Mrows)
-    Lc = sp.columns(L)
-    solve_M = lambda v: sp.solve_lower_t(L, sp.solve_lower(L, v), Lc)
-    a = solve_M(unpack(Q))
-    spd_ok = jnp.all(jnp.isfinite(jnp.stack([L[i][i] for i in range(n)])))
-    asym, min_diag = _mass_checks(structure, Mrows, M_values)
-    if m == 0:
-        qdd = a if C is None else [_add(x, y) for x, y in zip(a, solve_M(unpack(C)))]
-        Qc_ni = jnp.zeros(n, dtype) if C is None else C
-        return UKTerms(
-            sp.stack(qdd, zero), sp.stack(a, zero), jnp.zeros(n, dtype), Qc_ni,
-            jnp.zeros(0, dtype), zero, spd_ok, consistency_floor, asym, min_diag,
-        )  # fmt: skip
-    Arows = sp.from_entries(structure.constraint_entries(), unpack(A_values), m)
-    B = sp.rows_solve_lower(L, Arows)  # A L^{-T}
-    e = [_add(bi, _neg(x)) for bi, x in zip(unpack(b), sp.matvec(Arows, a))]
-    if C is None:
-        E, c_tilde = e, None
-    else:
-        c_tilde = sp.solve_lower(L, unpack(C))
-        Bc = sp.matvec(B, c_tilde)
-        E = [jnp.stack([ei, zero if x is None else x]) for ei, x in zip(e, Bc)]
-    Z = _gram_solve(B, E, n, tau, refinements, zero)
-    if C is None:
-        z, w = Z, None
-    else:
-        z = [None if v is None else v[0] for v in Z]
-        w = [None if v is None else v[1] for v in Z]
-    Qc_i = sp.stack(sp.matvec(L, z), zero)
-    if C is None:
-        y, Qc_ni = z, jnp.zeros(n, dtype)
-    else:
-        assert c_tilde is not None and w is not None
-        y = [_add(_add(zi, ci), _neg(wi)) for zi, ci, wi in zip(z, c_tilde, w)]
-        Qc_ni = C - sp.stack(sp.matvec(L, w), zero)
-    corr = sp.solve_lower_t(L, y, Lc)
-    qdd = sp.stack([_add(ai, ci) for ai, ci in zip(a, corr)], zero)
-    residual = sp.stack(sp.matvec(Arows, unpack(qdd)), zero) - b
-    r_ls = [_add(x, _neg(ei)) for x, ei in zip(sp.matvec(B, z), e)]
-    B_norm = sp.norm2([v for row in B for v in row.values()])
-    scale = sp.norm2(e) + B_norm * sp.norm2(z)
-    inconsistency = sp.norm2(r_ls) / jnp.maximum(scale, jnp.finfo(dtype).tiny)
-    return UKTerms(
-        qdd, sp.stack(a, zero), Qc_i, Qc_ni, residual, inconsistency, spd_ok,
-        consistency_floor, asym, min_diag,
-    )  # fmt: skip
-
-
-def _add(x, y) -> Any:
-    if x is None:
-        return y
-    return x if y is None else x + y
-
-
-def _neg(x) -> Any:
-    return None if x is None else -x
-
-
-def _gram_solve(B: sp.Rows, E: sp.Vec, n: int, tau: float, refinements: int, zero) -> sp.Vec:
-    """B^+ E by the row-scaled, regularised Gram-matrix Cholesky with iterative refinement
-    (:func:`ukjax._linalg.regularized_solve`, on structural non-zeros)."""
-    G = sp.gram(B)
-    m = len(B)
-    d = []
-    for i in range(m):
-        g = G[i].get(i)
-        if g is None:
-            d.append(zero)
-        else:
-            pos = g > 0
-            d.append(jnp.where(pos, jax.lax.rsqrt(jnp.where(pos, g, 1.0)), 0.0))
-    Bh = sp.scale_rows(d, B)
-    Eh = [di * ei for di, ei in zip(d, E)]
-    Gh: sp.Rows = [{r: d[i] * v * d[r] for r, v in row.items()} for i, row in enumerate(G)]
-    for i in range(m):
-        Gh[i][i] = Gh[i].get(i, zero) + tau * tau
-    Lg = sp.cholesky(Gh)
-    Lgc = sp.columns(Lg)
-    solve = lambda R: sp.solve_lower_t(Lg, sp.solve_lower(Lg, R), Lgc)
-    Z = sp.matvec_t(Bh, solve(Eh), n)
-    for _ in range(refinements):
-        R = [_add(ei, _neg(x)) for ei, x in zip(Eh, sp.matvec(Bh, Z))]
-        Z = [_add(zi, dzi) for zi, dzi in zip(Z, sp.matvec_t(Bh, solve(R), n))]
-    return Z
 
 
 # ------------------------------------------------------------------- symbolic cost
