@@ -184,8 +184,9 @@ def _primal(structure: Structure, tau: float, K: int, M_values, Q, A_values, b, 
     lam_c = None if c is None else [None if v is None else v[1] for v in Lam]
     Qc_i = sp.matvec_t(Arows, lam_e, n)
     mu = lam_e if lam_c is None else [_add(x, _neg(y)) for x, y in zip(lam_e, lam_c)]
-    forces = sp.matvec_t(Arows, mu, n)
-    qdd = [_add(_add(ai, ci), x) for ai, ci, x in zip(a, c or [None] * n, solve_M(forces))]
+    # M^{-1} A^T mu = L^{-T} B^T mu: one triangular solve
+    corr = sp.solve_lower_t(L, sp.matvec_t(B, mu, n), Lc)
+    qdd = [_add(_add(ai, ci), x) for ai, ci, x in zip(a, c or [None] * n, corr)]
     if lam_c is None:
         Qc_ni = jnp.zeros(n, dtype)
     else:
@@ -247,13 +248,14 @@ def _multiplier_tangents(f: _Factors, dM, dA, dQ, dC, db, solve_M, dMx, n: int, 
         return [], None
     at = lambda R, v: sp.matvec_t(R, v, n)
     to_gram = lambda v: sp.matvec(f.B, sp.solve_lower(f.L, v))  # A M^{-1} v
-    u_e = _sum_vec(f.a, solve_M(at(f.A, f.lam_e)))
+    solve_B = lambda lam: sp.solve_lower_t(f.L, at(f.B, lam), f.Lc)  # M^{-1} A^T lam
+    u_e = _sum_vec(f.a, solve_B(f.lam_e))
     f_e = _sum_vec(dQ, at(dA, f.lam_e), _scale(-1.0, dMx(u_e)))
     r_e = _sum_vec(db, _scale(-1.0, sp.matvec(dA, u_e)), _scale(-1.0, to_gram(f_e)))
     if f.lam_c is None:
         return f.gram(r_e), None
     assert f.c is not None
-    u_c = _sum_vec(f.c, _scale(-1.0, solve_M(at(f.A, f.lam_c))))
+    u_c = _sum_vec(f.c, _scale(-1.0, solve_B(f.lam_c)))
     g_c = _sum_vec(dC, _scale(-1.0, at(dA, f.lam_c)), _scale(-1.0, dMx(u_c)))
     r_c = _sum_vec(sp.matvec(dA, u_c), to_gram(g_c))
     zero = jnp.zeros_like(f.L[0][0])
