@@ -567,13 +567,18 @@ def incline_slide_reference(alpha, g, mu, v0, t_end):
     """A particle sliding on a plane inclined at alpha with kinetic friction mu (slip speed
     never reaching zero before t_end or the stop), in plane coordinates (down the slope,
     across it): m v' = m g sin(alpha) e_1 - mu m g cos(alpha) v / |v|, by scipy DOP853
-    (rtol 1e-12) with a terminal event where |v| reaches 1e-9 (the stop).
+    (rtol 1e-12) with a terminal event where |v| reaches 1e-9 (the stop). `mu` of shape
+    (2,) is an elliptic cone (one coefficient per plane direction) with the force of
+    maximal dissipation, F_j = -N mu_j^2 v_j / sqrt(sum_l mu_l^2 v_l^2).
     Returns (t_stop or None, position (2,) at the stop or t_end)."""
     from scipy.integrate import solve_ivp
 
+    mu = np.broadcast_to(np.asarray(mu, float), (2,))
+
     def rhs(t, y):
         v = y[2:]
-        a = np.array([g * np.sin(alpha), 0.0]) - mu * g * np.cos(alpha) * v / np.linalg.norm(v)
+        friction = mu**2 * v / np.linalg.norm(mu * v)
+        a = np.array([g * np.sin(alpha), 0.0]) - g * np.cos(alpha) * friction
         return np.concatenate([v, a])
 
     def stopped(t, y):

@@ -98,6 +98,7 @@ def test_block_launched_down_a_slope_decelerates_and_sticks():
     assert np.all(np.asarray(sol.sliding)[after, 0] == 0)
 
 
+@pytest.mark.slow  # default-suite time (17 s)
 def test_block_on_a_slope_steeper_than_the_static_bound_slides_from_rest():
     g, th, mk = 9.81, 0.6, 0.3  # tan(0.6) = 0.68 > mu_s = 0.5
     block = _block(g=g, incline=th, mu_static=0.5, mu_kinetic=mk)
@@ -108,6 +109,7 @@ def test_block_on_a_slope_steeper_than_the_static_bound_slides_from_rest():
     np.testing.assert_allclose(sol.q[:, 0], 0.5 * a * np.asarray(ts) ** 2, rtol=0, atol=1e-9)
 
 
+@pytest.mark.slow  # default-suite time (16 s)
 def test_mass_spring_on_rough_table_amplitude_and_rest():
     m, g, k, ms, mk, x0 = 1.0, 9.81, 100.0, 0.3, 0.2, 0.5
     block = _block(mass=m, g=g, stiffness=k, mu_static=ms, mu_kinetic=mk)

@@ -233,3 +233,84 @@ def test_a_slip_that_has_just_started_is_pointed_by_its_heading_not_by_round_off
     np.testing.assert_allclose(direction(real)[0], [0.6, 0.8], atol=1e-5)
     np.testing.assert_allclose(direction(-real)[0], [0.6, 0.8], atol=1e-5)  # oriented by h
     assert np.all(direction(real)[1] == 0.0)  # stuck: no kinetic force
+
+
+# Elliptic cones: one coefficient per tangent row (along the slope, across it).
+ELLIPTIC = dict(mu_static=jnp.array([[0.5, 0.9]]), mu_kinetic=jnp.array([[0.3, 0.7]]))
+
+
+def test_elliptic_cone_launched_across_an_incline_against_scipy():
+    """The maximal-dissipation force of the kinetic ellipse turns the slip differently
+    from an isotropic cone; the particle stops where the reference stops and stays put
+    (tan(alpha) = 0.2 < mu_static along the slope)."""
+    s = InclinePoint(alpha=0.2, **ELLIPTIC)
+    v0 = np.array([0.5, 1.5])
+    basis = np.asarray(s.friction(0.0, jnp.zeros(3))[0][0])
+    mu_k = np.asarray(ELLIPTIC["mu_kinetic"][0])
+    t_stop, x_stop = incline_slide_reference(s.alpha, s.g, mu_k, v0, 3.0)
+    assert t_stop is not None
+    ts = jnp.array([0.0, 0.5 * t_stop, t_stop + 0.5])
+    sol = ukjax.simulate(s, jnp.zeros(3), jnp.asarray(v0 @ basis), ts)
+    assert sol.result == ukjax.RESULTS.successful
+    t_half, x_half = incline_slide_reference(s.alpha, s.g, mu_k, v0, 0.5 * t_stop)
+    assert t_half is None
+    np.testing.assert_allclose(np.asarray(sol.q[1]) @ basis.T, x_half, atol=1e-9)
+    # isotropic friction with either coefficient ends elsewhere: the ellipse matters
+    for mu in mu_k:
+        assert np.abs(incline_slide_reference(s.alpha, s.g, mu, v0, 3.0)[1] - x_stop).max() > 1e-2
+    ev = sol.events
+    kinds = [ukjax.EVENT_KINDS[int(ev.kind[i])] for i in range(int(ev.count))]
+    stick = [i for i, kind in enumerate(kinds) if kind == "stick"]
+    assert len(stick) == 1
+    assert abs(float(ev.time[stick[0]]) - t_stop) < 1e-7
+    np.testing.assert_allclose(np.asarray(sol.q[-1]) @ basis.T, x_stop, atol=1e-8)
+    assert np.abs(np.asarray(sol.qd[-1])).max() < 1e-14
+
+
+@pytest.mark.parametrize("push", [10.0, 16.0])
+def test_elliptic_cone_holds_a_push_inside_the_ellipse_and_slips_outside(push):
+    """At rest under a sideways push: stuck while the load is inside the static ellipse
+    (10 N: (5.8/0.5)^2 + (10/0.9)^2 < N^2 although |F| = 11.6 > 0.5 N = 9.4), sliding
+    from the start outside it (16 N)."""
+    s = InclinePoint(push=push, **ELLIPTIC)
+    load, N = _tangential_load(s)
+    mu_s = np.asarray(ELLIPTIC["mu_static"][0])
+    inside = np.linalg.norm(load / mu_s) <= N
+    assert inside == (push < 12.0)
+    ts = jnp.linspace(0.0, 0.5, 3)
+    sol = ukjax.simulate(s, jnp.zeros(3), jnp.zeros(3), ts)
+    assert sol.result == ukjax.RESULTS.successful
+    if inside:
+        assert np.linalg.norm(load) > mu_s[0] * N  # outside the along-slope circle
+        assert np.abs(np.asarray(sol.q)).max() < 1e-13
+        _, normal, tangential = ukjax.friction_forces(
+            s, 0.0, jnp.zeros(3), jnp.zeros(3), jnp.array([True])
+        )
+        np.testing.assert_allclose(tangential[0], -load, rtol=1e-12)
+    else:
+        assert np.all(np.asarray(sol.sliding)[1:] == 1)
+        assert np.abs(np.asarray(sol.q[-1])).max() > 1e-3
+
+
+@pytest.mark.slow  # default-suite time (15 s)
+def test_elliptic_cone_with_equal_coefficients_is_the_isotropic_cone():
+    iso = InclinePoint(alpha=0.2, mu_static=0.5, mu_kinetic=0.4)
+    ell = InclinePoint(
+        alpha=0.2, mu_static=jnp.array([[0.5, 0.5]]), mu_kinetic=jnp.array([[0.4, 0.4]])
+    )
+    basis = np.asarray(iso.friction(0.0, jnp.zeros(3))[0][0])
+    qd0 = jnp.asarray(np.array([0.3, 1.5]) @ basis)
+    ts = jnp.linspace(0.0, 1.5, 4)
+    a, b = (ukjax.simulate(s, jnp.zeros(3), qd0, ts) for s in (iso, ell))
+    # to the run's tolerances (1e-12): unit(mu * v) rounds differently from unit(v)
+    np.testing.assert_allclose(b.q, a.q, rtol=0, atol=1e-11)
+    assert int(a.events.count) == int(b.events.count)
+
+
+def test_elliptic_cone_coefficients_are_checked():
+    bad = InclinePoint(mu_static=jnp.array([[0.5, 0.9]]), mu_kinetic=jnp.array([[0.3, 0.0]]))
+    with pytest.raises(Exception, match="mu_kinetic"):
+        ukjax.simulate(bad, jnp.zeros(3), jnp.zeros(3), jnp.linspace(0.0, 0.1, 2))
+    wrong = InclinePoint(mu_static=jnp.ones((1, 3)), mu_kinetic=jnp.ones((1, 3)))
+    with pytest.raises(ValueError, match="elliptic cone"):
+        ukjax.simulate(wrong, jnp.zeros(3), jnp.zeros(3), jnp.linspace(0.0, 0.1, 2))

@@ -88,6 +88,7 @@ HINGE_SLIDE_TREE = """<mujoco><option gravity="0 0 -9.81"/><worldbody>
 </worldbody></mujoco>"""
 
 
+@pytest.mark.slow  # default-suite time (10 s)
 def test_a_tree_of_hinges_and_slides_takes_its_jacobian_from_the_joint_axes():
     """A branching tree of hinges (ref, armature, springs) and a slide, two joints in one
     body: the Jacobian from the joints' world axes and anchors equals the forward-mode

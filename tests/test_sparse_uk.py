@@ -104,7 +104,8 @@ def test_chain_matches_dense(n_links):
     np.testing.assert_allclose(A @ s.qdd, b, atol=1e-10)
 
 
-@pytest.mark.parametrize("redundant", [pytest.param(False, marks=pytest.mark.slow), True])
+@pytest.mark.slow  # default-suite time; values at redundant rows: the derivative-rule test
+@pytest.mark.parametrize("redundant", [False, True])
 def test_block_mass_all_row_kinds_and_nonideal_force(redundant):
     system = BlockChain(jnp.array([1.0, 2.0, 1.5, 0.7]), redundant=redundant)
     q, qd = _state(4, seed=3)
@@ -187,12 +188,13 @@ def test_gradients_match_dense_and_finite_differences():
     np.testing.assert_allclose(g, jnp.stack(fd), rtol=1e-6, atol=1e-8)
 
 
-@pytest.mark.parametrize("redundant", [False, True])
+@pytest.mark.parametrize("redundant", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_the_structured_derivative_rule_matches_the_dense_one(redundant):
-    """Forward and reverse derivatives of every UK term with respect to the masses, the
-    positions and the velocities (so of M, Q, A, b and the non-ideal force C at once)
-    against the dense path's (its own exact rule, checked against closed forms in
-    tests/test_uk_vjp.py), with all row kinds, and with redundant rows."""
+    """Values, a forward-mode tangent and a reverse-mode cotangent (random directions) of
+    every UK term with respect to the masses, the positions and the velocities (so of M,
+    Q, A, b and the non-ideal force C at once) against the dense path's (its own exact
+    rule, checked against closed forms in tests/test_uk_vjp.py), with all row kinds, and
+    with redundant rows."""
     system = BlockChain(jnp.array([1.0, 2.0, 1.5, 0.7]), redundant=redundant)
     q, qd = _state(4, seed=3)
     names = ("qdd", "a", "Qc_ideal", "Qc_nonideal", "residual")
@@ -204,15 +206,25 @@ def test_the_structured_derivative_rule_matches_the_dense_one(redundant):
         return jnp.concatenate([getattr(terms, k) for k in names])
 
     x = (system.masses, q, qd)
+    rng = np.random.default_rng(1)
+    dx = jax.tree_util.tree_map(lambda v: jnp.asarray(rng.standard_normal(v.shape)), x)
     assert _structure(system, q, STRUCTURED) is not None
-    reference = jax.jit(jax.jacfwd(lambda x: f(x, DENSE)))(x)
-    for J in (
-        jax.jit(jax.jacfwd(lambda x: f(x, STRUCTURED)))(x),
-        jax.jit(jax.jacrev(lambda x: f(x, STRUCTURED)))(x),
+
+    @jax.jit
+    def derivatives(x, dx):
+        out = {}
+        for name, solver in (("structured", STRUCTURED), ("dense", DENSE)):
+            value, tangent = jax.jvp(lambda x: f(x, solver), (x,), (dx,))
+            _, pullback = jax.vjp(lambda x: f(x, solver), x)
+            out[name] = (value, tangent, pullback(jnp.cos(jnp.arange(value.shape[0])))[0])
+        return out
+
+    out = derivatives(x, dx)
+    for got, want in zip(
+        jax.tree_util.tree_leaves(out["structured"]), jax.tree_util.tree_leaves(out["dense"])
     ):
-        for got, want in zip(J, reference):
-            scale = 1.0 + float(jnp.max(jnp.abs(want)))
-            assert float(jnp.max(jnp.abs(got - want))) < 1e-9 * scale
+        scale = 1.0 + float(jnp.max(jnp.abs(want)))
+        assert float(jnp.max(jnp.abs(got - want))) < 1e-9 * scale
 
 
 @pytest.mark.slow  # default-suite time; the same paths run in other default tests

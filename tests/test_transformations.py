@@ -86,6 +86,7 @@ def test_first_derivatives_agree_in_every_order():
     np.testing.assert_allclose(batched["vmap(grad)"][0], lanes[1], rtol=1e-14)
 
 
+@pytest.mark.slow  # default-suite time (13 s); jacfwd at the defaults: test_adjoint.py
 def test_forward_mode_through_a_jit_at_the_defaults():
     """The order that used to fail (forward mode through a jit, jax.jacfwd(jax.jit(f)))
     at the defaults against central differences (the default suite; every order against

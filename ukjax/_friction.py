@@ -5,7 +5,10 @@ tangential velocity rows and the coefficients with `System.friction(t, q)`, retu
 `(T, mu_static, mu_kinetic)`: `T` of shape (k, d, n), so that the slip velocity of contact
 $i$ is $v_i = T_i(q, t)\,\dot q \in \mathbb{R}^d$; the coefficients are scalars or (k,)
 arrays. d = 1 is planar contact (`T` may then also be (k, n), or (n,) for one contact);
-d = 2 (two orthonormal tangent rows per contact) is an isotropic Coulomb cone in 3-D.
+d = 2 (two orthonormal tangent rows per contact) is an isotropic Coulomb cone in 3-D, or
+with coefficients of shape (k, 2) (one per tangent row) an elliptic cone
+(:class:`FrictionState`: the static ellipse, and the force of maximal dissipation on the
+kinetic one; every rule below holds with those two in place of the circle's).
 
 Friction acts only while a contact is **engaged** (a persistent rigid contact, or a
 compliant one): its normal force $N_i$ is then the UK multiplier of the contact row, so it
@@ -114,7 +117,8 @@ def slip_direction(fs: FrictionState, heading) -> jax.Array:
     if heading.shape[-1] == 1:
         return heading
     along = jnp.where(jnp.sum(fs.vt * heading, axis=-1) >= 0, 1.0, -1.0)
-    u = unit(fs.vt * along[:, None] + slip_floor(fs.vt.dtype) * heading, heading)
+    slip = fs.vt * along[:, None] + slip_floor(fs.vt.dtype) * heading
+    u = fs.slip_kinetic_direction(slip, heading)
     return jnp.where(is_sliding(heading)[:, None], u, 0.0)
 
 
@@ -169,8 +173,8 @@ class AbstractFriction(eqx.Module):
         n = fs.T.shape[2]
         none, zeros = jnp.zeros(n, A.dtype), jnp.zeros_like(fs.vt)
         stick = frictional_solve(solve, none, A, b, None, fs, active, zeros, zeros)
-        slips = active & (norm(stick.tangential) > fs.mu_s * stick.normal)
-        direction = jnp.where(slips[:, None], away(stick.tangential), 0.0)
+        slips = active & ~fs.admissible(stick.normal, stick.tangential)
+        direction = jnp.where(slips[:, None], fs.direction_against(stick.tangential), 0.0)
         return frictional_solve(solve, none, A, b, None, fs, active, direction, zeros)
 
     def event_value(self, engaged, sliding, fs: FrictionState, normal, tangential) -> jax.Array:
@@ -210,7 +214,7 @@ class Coulomb(AbstractFriction):
     is required. Stick and slip are exact modes: while stuck the tangential velocity is
     zero to round-off (no creep, unlike regularised or soft-contact friction), and every
     switch is an event in `Solution.events` (kinds `"stick"` and `"slip"`). Planar
-    contacts (d = 1) and isotropic cones in 3-D (d = 2) alike.
+    contacts (d = 1) and isotropic or elliptic cones in 3-D (d = 2) alike.
 
     - `stick_below`: a contact that engages (or starts engaged) with tangential speed at
       most this sticks if the static bound allows (default $\epsilon^{1/3}$, 6e-6 in
@@ -253,7 +257,7 @@ class Coulomb(AbstractFriction):
         $h\cdot v - \tfrac12|v|$ (d = 2: the slip stopped, or turned by 60 degrees;
         see :meth:`event_floor` for a slip that has just started)."""
         moving = engaged & is_sliding(sliding)
-        stuck = jnp.where(engaged & ~moving, fs.mu_s * normal - norm(tangential), 1.0)
+        stuck = jnp.where(engaged & ~moving, fs.cone_excess(normal, tangential), 1.0)
         along = jnp.sum(sliding * fs.vt, axis=-1)
         if fs.vt.shape[1] > 1:
             along = along - self.turn * norm(fs.vt)
@@ -287,8 +291,8 @@ class Coulomb(AbstractFriction):
         was_sliding = is_sliding(sliding)
         held = jnp.where(trig[:, None], 0.0, sliding)
         fs, normal, tangential = motion.forces(motion.qd, engaged, held)
-        holds = norm(tangential) <= fs.mu_s * normal
-        new = jnp.where((~was_sliding | ~holds)[:, None], away(tangential), 0.0)
+        holds = fs.admissible(normal, tangential)
+        new = jnp.where((~was_sliding | ~holds)[:, None], fs.heading_against(tangential), 0.0)
         turning = reversing = jnp.asarray(False)
         if fs.vt.shape[1] > 1:  # a 3-D slip that does not stick slides on along itself
             slow = norm(before.vt) <= self.speed_tol(before.vt.dtype)
@@ -316,8 +320,8 @@ class Coulomb(AbstractFriction):
         sliding = jnp.where(fresh[:, None], sliding_from_speed(self, fs), sliding)
         sliding = jnp.where(engaged[:, None], sliding, 0.0)
         fs, normal, tangential = motion.forces(motion.qd, engaged, sliding)
-        bad = engaged & ~is_sliding(sliding) & (norm(tangential) > fs.mu_s * normal)
-        sliding = jnp.where(bad[:, None], away(tangential), sliding)
+        bad = engaged & ~is_sliding(sliding) & ~fs.admissible(normal, tangential)
+        sliding = jnp.where(bad[:, None], fs.heading_against(tangential), sliding)
         return sliding, motion.hold(motion.qd, engaged, engaged & ~is_sliding(sliding))
 
     def recorded(self, sliding: jax.Array) -> jax.Array:
@@ -383,13 +387,13 @@ class VelocityTolerance(AbstractFriction):
         with zero tangential acceleration, `normal` the normal forces."""
         dtype = fs.vt.dtype
         slow = norm(fs.vt) <= jnp.asarray(self.tolerance, dtype)
-        exceeds = fs.mu_s * normal < norm(hold_force)
+        exceeds = ~fs.admissible(normal, hold_force)
         slide = ~slow | exceeds
-        consistent = away(hold_force)  # along the net applied force
+        consistent = fs.direction_against(hold_force)  # along the net applied force
         if fs.vt.shape[1] == 1:
             moving = sgn(fs.vt).astype(dtype)
         else:
-            moving = unit(fs.vt, consistent)
+            moving = fs.slip_kinetic_direction(fs.vt, consistent)
         pick = (slow & ~jnp.asarray(self.literal))[:, None]
         direction = jnp.where(slide[:, None], jnp.where(pick, consistent, moving), 0.0)
         target = -jnp.asarray(self.damping, dtype) * fs.vt
@@ -397,15 +401,69 @@ class VelocityTolerance(AbstractFriction):
 
 
 class FrictionState(eqx.Module):
-    """The tangential quantities of every contact at one state: rows `T` (k, d, n), slip
+    r"""The tangential quantities of every contact at one state: rows `T` (k, d, n), slip
     velocities `vt` = T qd (k, d), the acceleration-free part `Tdqd` (k, d) of their
-    rates, and the coefficients (k,)."""
+    rates, and the coefficients: (k,) for isotropic cones, (k, d) for elliptic ones.
+
+    **Elliptic cones** (coefficients $\mu_{s,ij}$, $\mu_{k,ij}$ per tangent row $j$ of
+    contact $i$, all positive): a force $F$ along the rows holds while
+    $|F \oslash \mu_s| \le N$ (the ellipse $\sum_j (F_j/\mu_{s,j})^2 \le N^2$), and a
+    slip $v$ meets the force of maximal dissipation on the kinetic ellipse,
+    $F = -N\,\mu_k \odot \hat u$ with $\hat u = (\mu_k \odot v)/|\mu_k \odot v|$,
+    i.e. $F_j = -N\mu_{k,j}^2v_j/\sqrt{\sum_l \mu_{k,l}^2v_l^2}$ (Goyal, Ruina and
+    Papadopoulos, *Planar sliding with dry friction*, Wear 143 (1991); Pfeiffer and
+    Glocker, *Multibody Dynamics with Unilateral Contacts*, 1996, sec. 4.3). With equal
+    coefficients along both rows these are the isotropic formulas."""
 
     T: jax.Array
     vt: jax.Array
     Tdqd: jax.Array
     mu_s: jax.Array
     mu_k: jax.Array
+
+    @property
+    def elliptic(self) -> bool:
+        """Whether the coefficients are given per tangent row, (k, d)."""
+        return self.mu_k.ndim == 2
+
+    def _per_row(self, mu) -> jax.Array:
+        return mu if self.elliptic else mu[:, None]
+
+    def kinetic(self, direction) -> jax.Array:
+        r"""(k, d): the kinetic force per unit normal force is $-$ this, for kinetic
+        directions $\hat u$ (unit, or zero): $\mu_k\hat u$."""
+        return self._per_row(self.mu_k) * direction
+
+    def admissible(self, normal, force) -> jax.Array:
+        """(k,) whether the (k, d) `force` along the rows lies in the static cone of the
+        normal forces `normal`."""
+        return self.cone_excess(normal, force) >= 0
+
+    def cone_excess(self, normal, force) -> jax.Array:
+        r"""(k,) how far `force` lies inside the static cone: $\mu_sN - |F|$
+        (isotropic), $N - |F\oslash\mu_s|$ (elliptic); negative outside."""
+        if self.elliptic:
+            return normal - norm(force / self.mu_s)
+        return self.mu_s * normal - norm(force)
+
+    def slip_kinetic_direction(self, v, fallback) -> jax.Array:
+        r"""The kinetic direction $\hat u$ of slips `v` (k, d): $v/|v|$, elliptic
+        $(\mu_k\odot v)/|\mu_k\odot v|$ (`fallback` where `v` is zero)."""
+        if self.elliptic:
+            return unit(self.mu_k * v, unit(self.mu_k * fallback, fallback))
+        return unit(v, fallback)
+
+    def direction_against(self, force) -> jax.Array:
+        r"""The kinetic direction $\hat u$ whose kinetic force is opposite to `force`
+        (k, d) (the force sticking would need): $-F/|F|$, elliptic
+        $-(F\oslash\mu_k)/|F\oslash\mu_k|$."""
+        return away(force / self.mu_k if self.elliptic else force)
+
+    def heading_against(self, force) -> jax.Array:
+        r"""The slip heading (a direction of $v$) whose kinetic force is opposite to
+        `force`: $-F/|F|$, elliptic $-(F\oslash\mu_k^2)/|F\oslash\mu_k^2|$ (the slip
+        that the maximal-dissipation force of the ellipse opposes along $F$)."""
+        return away(force / self.mu_k**2 if self.elliptic else force)
 
 
 def _rows(system: System, t, q, k: int):
@@ -429,12 +487,23 @@ def _rows(system: System, t, q, k: int):
             f"{jnp.shape(out[0])}."
         )
 
+    d = T.shape[1]
+    elliptic = d == 2 and 2 in (jnp.ndim(mu_s), jnp.ndim(mu_k))
+
     def coefficient(mu, name):
         mu = jnp.asarray(mu, q.dtype)
+        if elliptic:  # one coefficient per tangent row
+            if mu.ndim > 2 or (mu.ndim == 2 and mu.shape not in ((k, d), (1, d))):
+                raise ValueError(
+                    f"{type(system).__name__}.friction: {name} of an elliptic cone must "
+                    f"have shape ({k}, {d}) (one coefficient per tangent row); got {mu.shape}."
+                )
+            return jnp.broadcast_to(mu if mu.ndim != 1 else mu[:, None], (k, d))
         if mu.ndim > 1 or (mu.ndim == 1 and mu.shape[0] not in (1, k)):
             raise ValueError(
                 f"{type(system).__name__}.friction: {name} must be a scalar or have shape "
-                f"({k},) (one isotropic coefficient per contact); got {mu.shape}."
+                f"({k},) (one isotropic coefficient per contact), or for 3-D contacts "
+                f"({k}, 2) (an elliptic cone); got {mu.shape}."
             )
         return jnp.broadcast_to(mu, (k,))
 
@@ -462,8 +531,12 @@ def tangent_dim(system: System, t, q) -> int:
 
 
 def invalid_coefficients(fs: FrictionState) -> jax.Array:
-    """Per contact: coefficients outside 0 <= mu_kinetic <= mu_static (or not finite)."""
+    """Per contact: coefficients outside 0 <= mu_kinetic <= mu_static (or not finite);
+    for an elliptic cone (one per tangent row), outside 0 < mu_kinetic <= mu_static along
+    either row."""
     finite = jnp.isfinite(fs.mu_s) & jnp.isfinite(fs.mu_k)
+    if fs.elliptic:
+        return jnp.any(~finite | (fs.mu_k <= 0) | (fs.mu_s < fs.mu_k), axis=-1)
     return ~finite | (fs.mu_k < 0) | (fs.mu_s < fs.mu_k)
 
 
@@ -549,7 +622,7 @@ def frictional_solve(
     A2 = jnp.concatenate([A, jnp.where(held[:, None], fs.T.reshape(k * d, n), 0.0)])
     b2 = jnp.concatenate([b, jnp.where(held, (stick_target - fs.Tdqd).reshape(k * d), 0.0)])
     slide = (engaged & ~stuck).astype(fs.T.dtype)
-    W = (-(fs.mu_k * slide)[:, None] * jnp.einsum("kd,kdn->kn", direction, fs.T)).T  # (n, k)
+    W = (-slide[:, None] * jnp.einsum("kd,kdn->kn", fs.kinetic(direction), fs.T)).T  # (n, k)
     C0 = jnp.zeros_like(Q) if C is None else C
     forces = jnp.concatenate([Q[None], C0[None], W.T])  # (2 + k, n) force columns
     rhs = jnp.zeros((2 + k, b2.shape[0]), b2.dtype).at[0].set(b2)  # b with Q's column only
@@ -578,7 +651,7 @@ def frictional_solve(
         consistency_floor=solve.consistency_floor(Q.dtype),
     )
     normal = lam[m_normal : m_normal + k]
-    kinetic = -(fs.mu_k * normal)[:, None] * direction
+    kinetic = -normal[:, None] * fs.kinetic(direction)
     held_force = lam[m_normal + k :].reshape(k, d)
     tangential = jnp.where(stuck[:, None], held_force, jnp.where(slide[:, None] > 0, kinetic, 0.0))
     return FrictionalSolve(terms, A2, b2, C2, normal, tangential)

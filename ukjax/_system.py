@@ -46,7 +46,8 @@ class System(eqx.Module):
     - `friction(self, t, q)` (optional): Coulomb friction on the unilateral contacts,
       `(T, mu_static, mu_kinetic)` with `T` (k, d, n) the tangent rows of each contact
       (slip velocity $T_i\dot q$; d = 1 planar, d = 2 two orthonormal rows: an isotropic
-      cone in 3-D) and the coefficients scalars or (k,) arrays; it acts
+      cone in 3-D) and the coefficients scalars or (k,) arrays (for d = 2 also (k, 2): an
+      elliptic cone, one coefficient per tangent row); it acts
       while a contact is engaged, with the contact's UK force as the normal force
       (`simulate(..., friction=ukjax.Coulomb())`, see :mod:`ukjax._friction`).
     - `latches(self, t, q)` (optional): (L, r) holonomic constraint rows (or (L,)) that
