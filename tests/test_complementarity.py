@@ -201,7 +201,8 @@ def test_rocking_block_on_a_rough_floor_loses_housners_fraction_per_impact():
     assert np.all(np.asarray(sol.sliding)[np.asarray(sol.engaged)] == 0)  # pivots stick
 
 
-@pytest.mark.parametrize("mu", [pytest.param(1.0, marks=pytest.mark.slow), 0.05])
+@pytest.mark.slow  # default-suite time (8 s each)
+@pytest.mark.parametrize("mu", [1.0, 0.05])
 def test_oblique_frictional_impact_of_a_spinning_disc(mu):
     # a disc falls at vy = -4 with vx = 1 and backspin phi' = 6 (slip x' + r phi' = 4) onto a
     # floor with e = 0.5. Closed forms: P_n = m (1 + e) |vy|; sticking needs P_t = -m_eff v_t
@@ -264,6 +265,7 @@ def test_rocking_block_comes_to_rest_on_both_corners():
         engaged.add(int(c))
 
 
+@pytest.mark.slow  # default-suite time (7 s)
 def test_resting_block_starts_on_both_corners_and_one_corner_when_tilted():
     block = Block()
     flat = jnp.array([0.0, block.h, 0.0])

@@ -30,7 +30,13 @@ NO_EXAMPLE = {
 
 # Docstring examples that take long (a whole fit, a whole sweep, derivatives of whole
 # runs: each has its own tests in the default suite) run with the slow tests.
-SLOW_MODULES = {"ukjax._fit", "ukjax._sweep", "ukjax._sweep_store", "ukjax._adjoint"}
+SLOW_MODULES = {
+    "ukjax._fit",
+    "ukjax._sweep",
+    "ukjax._sweep_store",
+    "ukjax._adjoint",
+    "ukjax._friction",
+}
 
 
 @pytest.mark.parametrize(

@@ -459,6 +459,7 @@ class MassLostAboveFloor(MassLostAt):
         return jnp.array([q[1] + 10.0])
 
 
+@pytest.mark.slow  # default-suite time (9 s)
 def test_a_hybrid_run_names_a_failure_ahead_of_its_accepted_steps():
     ts = jnp.linspace(0.0, 1.0, 5)
     sol = ukjax.simulate(MassLostAboveFloor(), Q0, QD0, ts, throw=False)

@@ -133,6 +133,7 @@ def test_mass_spring_on_rough_table_amplitude_and_rest():
     assert np.ptp(q[rest, 0]) < 1e-12 and np.max(np.abs(np.asarray(sol.qd)[rest])) < 1e-12
 
 
+@pytest.mark.slow  # default-suite time (15 s)
 def test_mass_spring_positions_between_events_match_the_half_cycle_solution():
     m, g, k, ms, mk, x0 = 1.0, 9.81, 100.0, 0.3, 0.2, 0.5
     block = _block(mass=m, g=g, stiffness=k, mu_static=ms, mu_kinetic=mk)

@@ -403,6 +403,7 @@ class _PastADisc(ukjax.System):
         return jnp.array([jnp.hypot(q[0] - 5.0, q[1]) - 0.1])
 
 
+@pytest.mark.slow  # default-suite time (7 s)
 def test_a_contact_approached_at_constant_speed_is_not_stepped_over():
     """At constant speed the error estimate lets the steps grow without bound, and one
     could carry the gap below zero and back unseen (diffrax checks step ends): the steps

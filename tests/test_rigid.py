@@ -168,6 +168,7 @@ FREE_BODY = """<mujoco><option gravity="0 0 0"/><worldbody><body><freejoint/>
   <inertial pos="0 0 0" mass="1" diaginertia="1 2 3"/></body></worldbody></mujoco>"""
 
 
+@pytest.mark.slow  # default-suite time (7 s)
 def test_free_body_flips_about_its_intermediate_axis_conserving_energy_and_momentum():
     body = ukjax.from_mjcf(FREE_BODY)
     q0, qd0 = body.initial_state(qvel=jnp.array([0.0, 0.0, 0.0, 0.01, 3.0, 0.0]))
