@@ -454,15 +454,16 @@ class FrictionState(eqx.Module):
         return unit(v, fallback)
 
     def direction_against(self, force) -> jax.Array:
-        r"""The kinetic direction $\hat u$ whose kinetic force is opposite to `force`
-        (k, d) (the force sticking would need): $-F/|F|$, elliptic
-        $-(F\oslash\mu_k)/|F\oslash\mu_k|$."""
+        r"""The kinetic direction $\hat u$ whose kinetic force $-N\mu_k\hat u$ points
+        along `force` (k, d) (the force sticking would need, saturated on the cone):
+        $-F/|F|$, elliptic $-(F\oslash\mu_k)/|F\oslash\mu_k|$."""
         return away(force / self.mu_k if self.elliptic else force)
 
     def heading_against(self, force) -> jax.Array:
-        r"""The slip heading (a direction of $v$) whose kinetic force is opposite to
-        `force`: $-F/|F|$, elliptic $-(F\oslash\mu_k^2)/|F\oslash\mu_k^2|$ (the slip
-        that the maximal-dissipation force of the ellipse opposes along $F$)."""
+        r"""The slip heading (a direction of $v$) whose kinetic force points along
+        `force` (the holding force a contact exceeds: it slips against it): $-F/|F|$,
+        elliptic $-(F\oslash\mu_k^2)/|F\oslash\mu_k^2|$ (maximal dissipation on the
+        ellipse puts the force of a slip $v$ along $-\mu_k^2\odot v$)."""
         return away(force / self.mu_k**2 if self.elliptic else force)
 
 
