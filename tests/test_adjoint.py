@@ -47,7 +47,11 @@ def _bead_loss(params, ts, **kw):
     return jnp.sum(sol.q[:, 0] * jnp.linspace(1.0, 2.0, ts.size))
 
 
-@pytest.mark.parametrize("derivative", [jax.grad, jax.jacfwd], ids=["reverse", "forward"])
+@pytest.mark.parametrize(
+    "derivative",
+    [jax.grad, pytest.param(jax.jacfwd, marks=pytest.mark.slow)],  # default-suite time
+    ids=["reverse", "forward"],
+)
 def test_gradient_at_the_defaults_matches_the_closed_form(derivative):
     """d/d(m, c, g, alpha) of a weighted sum of saved positions, at simulate's default
     adjoint (ReplayAdjoint in reverse mode; under jax.jacfwd ForwardMode, chosen by

@@ -363,7 +363,8 @@ def test_gradient_through_a_pivot_transfer_matches_finite_differences():
     np.testing.assert_allclose(g, fd, rtol=1e-5)
 
 
-@pytest.mark.parametrize("backspin", [0.0, pytest.param(20.0, marks=pytest.mark.slow)])
+@pytest.mark.slow  # default-suite time (8 s each)
+@pytest.mark.parametrize("backspin", [0.0, 20.0])
 def test_sphere_launched_sliding_rolls_at_five_sevenths(backspin):
     # a solid sphere (I = 2/5 m r^2) on a rough floor, launched at v0 with spin w0 (backspin
     # > 0: the contact point moves forward at v0 + r w0). Kinetic friction decelerates the

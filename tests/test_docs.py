@@ -36,6 +36,8 @@ SLOW_MODULES = {
     "ukjax._sweep_store",
     "ukjax._adjoint",
     "ukjax._friction",
+    "ukjax._mjcf",
+    "ukjax._servo",
 }
 
 

@@ -123,6 +123,7 @@ class PlantedBlock(ukjax.System):
         return jnp.array([1.0 - q[0]]), jnp.array([2.0 - t])
 
 
+@pytest.mark.slow  # default-suite time (6 s)
 def test_a_planted_block_keeps_its_floor_contact():
     s = PlantedBlock()
     ts = jnp.linspace(0.0, 3.0, 7)

@@ -157,6 +157,7 @@ def test_nfour_bar_benchmark_ten_seconds():
 # ---- IFToMM A04: the Bricard mechanism, redundant everywhere ----------------------------
 
 
+@pytest.mark.slow  # default-suite time (7 s)
 def test_bricard_matches_the_kkt_reference_at_tight_tolerance_without_false_errors():
     mech, ref = Bricard(), BricardKKT()
     q0, qd0 = mech.initial_state()

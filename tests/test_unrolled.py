@@ -152,9 +152,8 @@ def _pendulum_reference(theta0, omega0, ts, g=9.81, length=1.0):
     return np.stack([length * np.sin(th), -length * np.cos(th)], axis=1)
 
 
-@pytest.mark.parametrize(
-    "cls", [diffrax.Dopri5, pytest.param(diffrax.Heun, marks=pytest.mark.slow)], ids=str
-)
+@pytest.mark.slow  # default-suite time (6 s)
+@pytest.mark.parametrize("cls", [diffrax.Dopri5, diffrax.Heun], ids=str)
 def test_vmapped_pendulum_matches_minimal_coordinates(cls):
     """A batch of Cartesian pendulums (UK, one holonomic constraint) against the angle
     ODE integrated by scipy DOP853; the steps are those of the stage loop."""
