@@ -347,18 +347,22 @@ def _sweep(primals, tangents, steps):
     return sweep, t_diff, t_y0
 
 
-def _solution_tangent(sol, sweep: _Sweep, t_diff, t_y0, stack: bool):
-    """A tangent of the diffrax solution `sol`: its saves (and, with the failure event,
-    its final state) from the sweep; None (zero) for everything else. With `stack`, also
-    the tangents of the recorded states."""
+def _ys_tangent(sweep: _Sweep, t_diff, t_y0, like, stack: bool):
+    """The tangent of a solution's `ys` (structured as `like`: the saves, and with the
+    failure event the final state) from the sweep; with `stack`, also the tangents of the
+    recorded states."""
     final, at_saves, stacked = sweep.run(t_diff, t_y0, stack)
     t_saves = sweep.saves(t_diff, at_saves)
-    if isinstance(sol.ys, list):  # [saves at ts, the final state]
-        t_ys = [t_saves, jtu.tree_map(lambda x: x[None], final)]
-    else:
-        t_ys = t_saves
+    if isinstance(like, list):  # [saves at ts, the final state]
+        return [t_saves, jtu.tree_map(lambda x: x[None], final)], stacked
+    return t_saves, stacked
+
+
+def _with_ys(sol, t_ys):
+    """A tangent of the diffrax solution `sol`: `t_ys` for its `ys`, None (zero) for
+    everything else."""
     blank = jtu.tree_map(lambda _: None, sol)
-    return eqx.tree_at(lambda s: s.ys, blank, t_ys, is_leaf=_is_none), stacked
+    return eqx.tree_at(lambda s: s.ys, blank, t_ys, is_leaf=_is_none)
 
 
 @eqx.filter_custom_jvp
@@ -373,11 +377,8 @@ def _replay_jvp(primals, tangents):
     sol, steps = recorded_solve(*primals)
     sweep, t_diff, _ = _sweep(primals, tangents, steps)
     inputs = (t_diff, tangents[1])  # the tangents given (None: symbolic zero)
-    if not jtu.tree_leaves(inputs):
-        return sol, jtu.tree_map(lambda _: None, sol)
-    t_ys = _LinearTangent(sweep, sol.ys).apply(inputs)
-    blank = jtu.tree_map(lambda _: None, sol)
-    return sol, eqx.tree_at(lambda s: s.ys, blank, t_ys, is_leaf=_is_none)
+    t_ys = _LinearTangent(sweep, sol.ys).apply(inputs) if jtu.tree_leaves(inputs) else None
+    return sol, _with_ys(sol, t_ys)
 
 
 class _LinearTangent(eqx.Module):
@@ -401,11 +402,8 @@ class _LinearTangent(eqx.Module):
 
     def forward(self, inputs):
         t_diff, t_y0 = inputs
-        final, at_saves, _ = self.sweep.run(t_diff, _cotangent(t_y0, self.sweep.y0), False)
-        t_saves = self.sweep.saves(t_diff, at_saves)
-        if isinstance(self.like, list):  # [saves at ts, the final state]
-            return [t_saves, jtu.tree_map(lambda x: x[None], final)]
-        return t_saves
+        t_y0 = _cotangent(t_y0, self.sweep.y0)  # symbolic zeros (None) as zero arrays
+        return _ys_tangent(self.sweep, t_diff, t_y0, self.like, False)[0]
 
     def transpose(self, c_ys, inputs):
         sweep = self.sweep
@@ -444,7 +442,8 @@ def recorded_solve(run, y0, ts, args):
 def _recorded_jvp(primals, tangents):
     sol, steps = recorded_solve(*primals)
     sweep, t_diff, t_y0 = _sweep(primals, tangents, steps)
-    t_sol, t_states = _solution_tangent(sol, sweep, t_diff, t_y0, True)
+    t_ys, t_states = _ys_tangent(sweep, t_diff, t_y0, sol.ys, True)
+    t_sol = _with_ys(sol, t_ys)
     return (sol, steps), (t_sol, (None, t_states))
 
 
@@ -480,7 +479,7 @@ def _bwd(steps, g, perturbed, vjp_arg, args):
     run, y0, ts = vjp_arg
     # only the perturbed leaves are differentiated (the others' cotangents are not built)
     diff, static = eqx.partition(run, perturbed[0])
-    g_saves, y_bar = _output_cotangents(g, ts, y0)
+    g_saves, y_bar = _ys_cotangents(g.ys, ts, y0)
     d_bar, y_bar = _transposed_sweep(diff, static, y0, ts, args, steps, g_saves, y_bar)
     return d_bar, y_bar, None
 
@@ -551,20 +550,14 @@ def _transposed_sweep(diff, static, y0, ts, args, steps, g_saves, y_bar):
     return d_bar, y_bar
 
 
-def _output_cotangents(g, ts, y0):
-    """The cotangents of the saves at `ts` (zeros where none) and of the final state after
-    the last step (saved when the run has its failure event; zeros otherwise)."""
-    saves = jax.tree_util.tree_map(lambda x: jnp.zeros(ts.shape + x.shape, x.dtype), y0)
-    end = jax.tree_util.tree_map(jnp.zeros_like, y0)
-    if g.ys is None:
-        return saves, end
-    return _ys_cotangents(g.ys, ts, y0)
-
-
 def _ys_cotangents(g_ys, ts, y0):
-    """:func:`_output_cotangents` for the cotangent `g_ys` of the solution's `ys`."""
+    """From the cotangent `g_ys` of the solution's `ys` (None: zero): the cotangents of
+    the saves at `ts` (zeros where none) and of the final state after the last step (saved
+    when the run has its failure event; zeros otherwise)."""
     saves = jax.tree_util.tree_map(lambda x: jnp.zeros(ts.shape + x.shape, x.dtype), y0)
     end = jax.tree_util.tree_map(jnp.zeros_like, y0)
+    if g_ys is None:
+        return saves, end
     if not isinstance(g_ys, list):
         return _cotangent(g_ys, saves), end
     g_saves, g_end = g_ys  # [saves at ts, the final state]

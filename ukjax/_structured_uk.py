@@ -159,9 +159,8 @@ def _primal(structure: Structure, tau: float, K: int, M_values, Q, A_values, b, 
     zero = jnp.zeros((), dtype)
     L = sp.cholesky(sp.from_entries(structure.mass, unpack(M_values), n))
     Lc = sp.columns(L)
-    solve_M = lambda v: sp.solve_lower_t(L, sp.solve_lower(L, v), Lc)
-    a = solve_M(unpack(Q))
-    c = None if C is None else solve_M(unpack(C))
+    a = _solve_M(L, Lc, unpack(Q))
+    c = None if C is None else _solve_M(L, Lc, unpack(C))
     L_diagonal = jnp.stack([L[i][i] for i in range(n)])
     Arows = sp.from_entries(structure.constraint_entries(), unpack(A_values), m)
     if m == 0:
@@ -214,7 +213,7 @@ def _solve_jvp(structure, tau, K, primals, tangents):
     zero = jnp.zeros((), Q.dtype)
     dM = sp.from_entries(structure.mass, unpack(dMv), n)
     dA = sp.from_entries(structure.constraint_entries(), unpack(dAv), m)
-    solve_M = lambda v: sp.solve_lower_t(f.L, sp.solve_lower(f.L, v), f.Lc)
+    solve_M = lambda v: _solve_M(f.L, f.Lc, v)
     dMx = lambda v: _scale(0.5, _sum_vec(sp.matvec(dM, v), sp.matvec_t(dM, v, n)))
     at = lambda R, v: sp.matvec_t(R, v, n)  # R^T v
     dQ_ = unpack(dQ)
@@ -300,6 +299,11 @@ class _GramSolve:
             R = [_add(ei, _neg(x)) for ei, x in zip(Eh, GY)]
             Y = [_add(y, dy) for y, dy in zip(Y, self._solve_H(R))]
         return [None if y is None else di * y for di, y in zip(self.d, Y)]
+
+
+def _solve_M(L: sp.Rows, Lc: sp.Rows, v: sp.Vec) -> sp.Vec:
+    """$M^{-1}v$ with the sparse factor $M = LL^T$ (`Lc`: its columns)."""
+    return sp.solve_lower_t(L, sp.solve_lower(L, v), Lc)
 
 
 def _add(x, y) -> Any:
