@@ -51,8 +51,8 @@ _CHUNK = 16
 # knows (`ukjax.predict` and `fit` over several trajectories), BATCH_BUDGET in all;
 # diffrax's checkpointed loop (under 1 MiB at 100 000 steps on the 5-link chain) otherwise.
 # 64 MiB holds 100 000 (the default max_steps) states of 83 float64 numbers: a planar chain
-# of 20 links replays by default (about 2.3-3x the forward solve for its gradient against
-# 3.8-6x for the checkpointed loop: benchmarks/RESULTS.md, gradients section).
+# of 20 links replays by default (its cost against the checkpointed loop:
+# benchmarks/RESULTS.md, gradients section).
 DEFAULT_BUDGET = 2**26
 BATCH_BUDGET = 2**28
 
