@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU figures of benchmarks/RESULTS.md in one short run (the device machine's own JAX,
+# The GPU figures of benchmarks/RESULTS.md's stop-42 section in one short run (the device machine's own JAX,
 # diffrax and equinox; ukjax from this checkout). Every step has its own time limit and
 # writes as it goes, so a step stopped at its limit keeps what it measured.
 #   OUT=folder bash benchmarks/gpu_session.sh
@@ -17,5 +17,4 @@ timeout 130 $py benchmarks/core.py --batch 16384 --peer-trajectories 4 \
     --json "$OUT/core_gpu.json" 2>&1 | tee "$OUT/core_gpu.log"
 timeout 160 $py benchmarks/sweep.py --systems rod,duffing --tolerances 1e-12 --batch 16384 \
     --peer 4 --rounds 1 --no-unrolled --json "$OUT/sweep_gpu.json" 2>&1 | tee "$OUT/sweep_gpu.log"
-timeout 150 $py benchmarks/gpu.py --links 2,8,32 --log2-step 4 \
-    --json "$OUT/gpu.json" 2>&1 | tee "$OUT/gpu.log"
+# the throughput table against batch size: benchmarks/gpu_throughput.sh

@@ -100,10 +100,10 @@ def fourbar_xml() -> str:
     )
 
 
-def mujoco_final(m, qpos0, dt, nthread=2):
-    """(seconds, final qpos (B, nq)) of an RK4 rollout to T1 from each qpos at rest."""
+def mujoco_final(m, qpos0, dt, nthread=2, t1=T1):
+    """(seconds, final qpos (B, nq)) of an RK4 rollout to `t1` from each qpos at rest."""
     m.opt.timestep, m.opt.integrator = dt, mujoco.mjtIntegrator.mjINT_RK4
-    steps = int(round(T1 / dt))
+    steps = int(round(t1 / dt))
     data = [mujoco.MjData(m) for _ in range(nthread)]
     spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
     init = np.empty((len(qpos0), mujoco.mj_stateSize(m, spec)))

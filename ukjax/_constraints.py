@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+from ._precision import full_precision
 from ._residuals import as_rows, has_holonomic, has_nonholonomic, phi, phi_second, psi
 from ._stabilization import AbstractStabilization, NoStabilization, check_stabilization
 from ._structure import Structure, entries_of
@@ -142,6 +143,7 @@ def structured_rows(
     return jnp.concatenate(values), jnp.concatenate(bs)
 
 
+@full_precision
 def constraint_matrices(
     system: System,
     t: ArrayLike,

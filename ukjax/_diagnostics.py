@@ -8,6 +8,7 @@ import jax
 
 from ._constraints import rows
 from ._dynamics import energy, evaluate
+from ._precision import full_precision
 from ._residuals import max_abs, residuals
 from ._stabilization import AbstractStabilization, check_stabilization
 from ._system import System, floatify
@@ -92,6 +93,7 @@ class Diagnostics(eqx.Module):
         return fig
 
 
+@full_precision
 def diagnostics(
     system: System, solution, *, stabilization: AbstractStabilization | None = None
 ) -> Diagnostics:

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from ._constraints import jacobian_blocks, rows, structured_rows
+from ._precision import full_precision
 from ._residuals import check_precision
 from ._stabilization import AbstractStabilization, NoStabilization, check_stabilization
 from ._structure import Structure, detect, entries_of, worthwhile
@@ -65,6 +66,7 @@ def mass_matrix(system: System, t, q, qd):
     return direct[0] if direct is not None else _lagrangian_mass(system, t, q, qd)
 
 
+@full_precision
 def mass_and_force(system: System, t, q, qd):
     r"""The unconstrained model: mass matrix $M$ (n, n) and generalized force $Q$ (n,).
 
@@ -270,6 +272,7 @@ def system_infeasibility(system: System, t, q, qd) -> jax.Array | None:
     return jnp.asarray(system.infeasibility(t, q, qd), q.dtype)
 
 
+@full_precision
 def acceleration(
     system: System,
     t: ArrayLike,
@@ -317,6 +320,7 @@ def _acceleration(system, t, q, qd, uk_solver, check, consistency_tol, stabiliza
     return ev.checked_qdd(consistency_tol) if check else ev.terms.qdd
 
 
+@full_precision
 def kinetic_energy(system: System, t, q, qd) -> jax.Array:
     r"""$T$ from the system's `kinetic_energy`, else $\tfrac12\dot q^TM\dot q$.
 
@@ -335,6 +339,7 @@ def kinetic_energy(system: System, t, q, qd) -> jax.Array:
     return 0.5 * qd @ M @ qd
 
 
+@full_precision
 def energy(system: System, t, q, qd) -> jax.Array:
     r"""Mechanical energy $T + V$ (V = 0 when the system defines no potential).
 

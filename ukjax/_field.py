@@ -43,6 +43,7 @@ from ._friction import (
 )
 from ._latches import acceleration_rows, latch_state
 from ._latches import event_values as latch_event_values
+from ._precision import full_precision
 from ._residuals import as_rows, second_along_motion
 from ._results import RESULTS
 from ._stabilization import AbstractStabilization, NoStabilization
@@ -250,6 +251,7 @@ def _mode_field(system, contact, friction, uk_solver, t, q) -> Field:
     )
 
 
+@full_precision
 def contact_forces(
     system: System,
     t,
@@ -304,6 +306,7 @@ def contact_forces(
     return qdd, cs.G.T @ lam, lam
 
 
+@full_precision
 def friction_forces(
     system: System,
     t,

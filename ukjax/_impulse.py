@@ -22,6 +22,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from ._dynamics import mass_matrix, row_solve
+from ._precision import full_precision
 from ._residuals import velocity_level
 from ._system import System, as_time, check_state, floatify
 from ._uk_solvers import Regularized
@@ -44,6 +45,7 @@ def impulse_jump(system: System, t, q, qd, impulse, uk_solver=None) -> jax.Array
     return qd + solve(J, impulse, -r).qdd
 
 
+@full_precision
 def apply_impulse(
     system: System,
     t: ArrayLike,

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from ._kernels import LAPACK, DenseOps
+from ._precision import full_precision
 
 
 def default_rcond(shape: tuple[int, ...], dtype) -> float:
@@ -179,6 +180,7 @@ def weighted_pinv_solve(L: jax.Array, A: jax.Array, E: jax.Array) -> jax.Array:
     return jax.scipy.linalg.solve_triangular(L.T, pinv_solve(B, E), lower=False)
 
 
+@full_precision
 def weighted_pinv(A: jax.Array, M: jax.Array | None = None) -> jax.Array:
     r"""The $M$-weighted Moore-Penrose inverse $A_M^+ = M^{-1/2}(AM^{-1/2})^+$ (Udwadia 2004).
 

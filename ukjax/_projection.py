@@ -24,6 +24,7 @@ from jaxtyping import Array, ArrayLike, Float
 from ._dynamics import mass_matrix
 from ._errors import error_if
 from ._kernels import AbstractKernels, AutoKernels, DenseOps
+from ._precision import full_precision
 from ._residuals import default_ic_tol, has_holonomic, phi, residuals, velocity_level
 from ._results import RESULTS, message
 from ._sparsity import nonzero_pattern
@@ -149,6 +150,7 @@ def project(system: System, t, q, qd, iterations: int, kernels: AbstractKernels 
     return q, qd
 
 
+@full_precision
 def project_initial_conditions(
     system: System,
     t0: ArrayLike,

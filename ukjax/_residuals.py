@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import ArrayLike, Float
 
+from ._precision import full_precision
 from ._system import System, as_time, check_state
 
 
@@ -147,6 +148,7 @@ def residuals(system: System, t, q, qd) -> ConstraintResiduals:
     return ConstraintResiduals(pos, vel, nh)
 
 
+@full_precision
 def constraint_residuals(
     system: System, t: ArrayLike, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"]
 ) -> ConstraintResiduals:

@@ -42,6 +42,7 @@ from jaxtyping import Array, ArrayLike, Float
 from ._constraints import rows
 from ._dynamics import mass_and_force, nonideal_force, row_solve
 from ._linalg import default_rcond, pinv_solve
+from ._precision import full_precision
 from ._stabilization import Baumgarte
 from ._system import System, as_time, check_state, floatify, overrides
 from ._uk import relative_residual
@@ -300,6 +301,7 @@ class ServoControlled(System):
         return self.realisation(t, q, qd).infeasibility
 
 
+@full_precision
 def controls(
     controlled: ServoControlled,
     t: ArrayLike,
@@ -372,6 +374,7 @@ class ServoHistory(NamedTuple):
         return fig
 
 
+@full_precision
 def servo_history(controlled: ServoControlled, solution) -> ServoHistory:
     r"""Along a :class:`ukjax.Solution`: the inputs $\tau(t)$ (T, k) and the servo-constraint
     values $\sigma(t)$ (T, m_s) (holonomic values, then nonholonomic), as a

@@ -31,6 +31,7 @@ from ._impulse import Impulses
 from ._initial import AbstractInitialConditions, InitialCheck, check_initial_policy
 from ._integrators import default_controller, default_solver
 from ._latches import num_latches
+from ._precision import full_precision
 from ._probe import probe_indexing
 from ._results import RESULTS, code_of, name_of
 from ._stabilization import AbstractStabilization, check_stabilization
@@ -304,6 +305,7 @@ def _check_ts(ts, dtype) -> jax.Array:
     return eqx.error_if(ts, bad, _TS_MESSAGE)
 
 
+@full_precision
 def simulate(
     system: System,
     q0: Float[ArrayLike, " n"],

@@ -44,6 +44,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._batching import any_member
 from ._errors import print_if
+from ._precision import full_precision
 from ._results import RESULTS, first_failure, message
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
 
@@ -95,6 +96,7 @@ def _validate(M, Q, A, b, C) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array
     )
 
 
+@full_precision
 def uk_terms(
     M, Q, A, b, C=None, *, uk_solver: AbstractUKSolver | None = None, semidefinite: bool = False
 ) -> UKTerms:
@@ -313,6 +315,7 @@ def report_failures(f: Failures, servo: bool, where=True, through=None):
     return through
 
 
+@full_precision
 def udwadia_kalaba(
     M: Float[ArrayLike, "n n"],
     Q: Float[ArrayLike, " n"],
@@ -377,6 +380,7 @@ def _udwadia_kalaba(M, Q, A, b, C, uk_solver, check, consistency_tol):
     return check_terms(terms.qdd, terms, M, inputs, consistency_tol=consistency_tol)
 
 
+@full_precision
 def constraint_forces(
     M: Float[ArrayLike, "n n"],
     Q: Float[ArrayLike, " n"],
