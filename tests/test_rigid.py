@@ -92,8 +92,9 @@ HINGE_SLIDE_TREE = """<mujoco><option gravity="0 0 -9.81"/><worldbody>
 def test_a_tree_of_hinges_and_slides_takes_its_jacobian_from_the_joint_axes():
     """A branching tree of hinges (ref, armature, springs) and a slide, two joints in one
     body: the Jacobian from the joints' world axes and anchors equals the forward-mode
-    Jacobian of the kinematics, the potential's gradient from it equals autodiff's, and
-    qacc equals mj_forward's at random states."""
+    Jacobian of the kinematics, the velocity-product term from them (J-dot qd) equals the
+    forward derivative of the quasi-velocities, the potential's gradient from J equals
+    autodiff's, and qacc equals mj_forward's at random states."""
     m = mujoco.MjModel.from_xml_string(HINGE_SLIDE_TREE)
     data = mujoco.MjData(m)
     model = ukjax.from_mjcf(HINGE_SLIDE_TREE)
@@ -105,6 +106,9 @@ def test_a_tree_of_hinges_and_slides_takes_its_jacobian_from_the_joint_axes():
         J = model._velocity_jacobian(q)
         by_autodiff = jax.jacfwd(lambda v: model._quasi_velocities(q, v))(jnp.zeros_like(q))
         np.testing.assert_allclose(J, by_autodiff, atol=1e-14)
+        bias = model._joint_bias(q, qd, model._joint_axes(q))
+        bias_by_autodiff = jax.jvp(lambda x: model._quasi_velocities(x, qd), (q,), (qd,))[1]
+        np.testing.assert_allclose(bias, bias_by_autodiff, atol=1e-13)
         grad_V = jax.grad(lambda x: model.potential_energy(0.0, x))(q)
         np.testing.assert_allclose(model._potential_gradient(0.0, q, J), grad_V, atol=1e-13)
         data.qpos[:], data.qvel[:] = qpos, qvel

@@ -57,6 +57,7 @@ from ._quaternion import (
     multiply,
     rate_from_body,
     rotate,
+    rotate_unit,
     world_rate,
 )
 from ._rigid_animation import animate as _animate
@@ -433,28 +434,48 @@ class RigidModel(System):
             jnp.stack([anchors[j] for j in order]),
         )
 
-    def _joint_jacobian(self, q):
+    def _tree_masks(self) -> tuple[np.ndarray, np.ndarray]:
+        """Static masks of a tree of hinges and slides: `moves` (nj, nb), body i moves with
+        joint j; `before` (nj, nj), joint k moves joint j's axis and anchor (an ancestor
+        body's joint, or an earlier joint of the same body)."""
+        nb, nj = len(self.parents), len(self.joints)
+        moves = np.zeros((nj, nb), bool)
+        before = np.zeros((nj, nj), bool)
+        for i in range(1, nb):
+            b = i
+            while b > 0:
+                moves[list(self.body_joints[b]), i] = True
+                b = self.parents[b]
+        for j, joint in enumerate(self.joints):
+            own = list(self.body_joints[joint.body])
+            before[own[: own.index(j)], j] = True
+            before[:, j] |= moves[:, self.parents[joint.body]]
+        return moves, before
+
+    def _joint_rates(self, q, qd, axes):
+        """Each joint's rate and its twist: angular velocity (nj, 3) (hinges) and linear
+        velocity (nj, 3) (slides) that it alone gives the bodies it moves."""
+        at = np.array([j.qpos for j in self.joints], int)  # one coordinate per joint
+        hinge = np.array([j.kind == HINGE for j in self.joints])[:, None]
+        twist = axes * qd[at][:, None]
+        return qd[at], jnp.where(hinge, twist, 0.0), jnp.where(hinge, 0.0, twist)
+
+    def _joint_jacobian(self, q, kinematics=None):
         r"""$J$ of a tree of hinges and slides from the joints' world axes $a_j$ and anchors
         $x_j$: a hinge moves the centre of mass $c_i$ of every body below it at
         $a_j\times(c_i - x_j)$ and turns it at $a_j$ (in the body's principal frame,
         $R_i^Ta_j$), a slide moves it at $a_j$; the armature rows are the identity. The
         same matrix as the forward-mode Jacobian of :meth:`_quasi_velocities` (tested),
         without pushing one tangent per coordinate through the kinematics."""
-        com, inertial, axes, anchors = self._joint_axes(q)
-        nb, nj = len(self.parents), len(self.joints)
-        below = np.zeros((nj, nb), bool)  # body i moves with joint j
-        for i in range(1, nb):
-            b = i
-            while b > 0:
-                for j in self.body_joints[b]:
-                    below[j, i] = True
-                b = self.parents[b]
+        com, inertial, axes, anchors = self._joint_axes(q) if kinematics is None else kinematics
+        nj = len(self.joints)
+        moves, _ = self._tree_masks()
         hinge = np.array([j.kind == HINGE for j in self.joints])
-        mask = jnp.asarray(below, q.dtype)[:, :, None]
+        mask = jnp.asarray(moves, q.dtype)[:, :, None]
         turning = cross(axes[:, None, :], com[None, :, :] - anchors[:, None, :])
         linear = jnp.where(hinge[:, None, None], turning, axes[:, None, :]) * mask
         spin = jnp.where(hinge[:, None, None], axes[:, None, :], 0.0) * mask
-        angular = rotate(conjugate(inertial)[None], spin)  # R_i^T a_j
+        angular = rotate_unit(conjugate(inertial)[None], spin)  # R_i^T a_j
         columns = jnp.concatenate([linear.reshape(nj, -1), angular.reshape(nj, -1)], axis=1)
         armature = np.zeros((nj, self.nv))
         for j, joint in enumerate(self.joints):
@@ -462,6 +483,41 @@ class RigidModel(System):
         columns = jnp.concatenate([columns, jnp.asarray(armature, q.dtype)], axis=1)
         order = np.argsort([joint.qpos for joint in self.joints])
         return columns[order].T
+
+    def _joint_bias(self, q, qd, kinematics):
+        r"""$\dot J\dot q$ of a tree of hinges and slides (the quasi-velocities' rate at
+        $\ddot q = 0$) from the joints' axes and anchors, without differentiating the
+        kinematics: a joint's axis turns with the joints before it,
+        $\dot a_j = \omega_j^- \times a_j$, and its anchor moves at $\dot x_j$, the velocity
+        they give it; then $\dot v_i = \sum_j \dot\theta_j [\dot a_j\times(c_i - x_j) +
+        a_j\times(v_i - \dot x_j)]$ (hinges; $\dot\theta_j\dot a_j$ for slides) and, in the
+        principal frame, $R_i^T\sum_j\dot\theta_j\dot a_j$ (hinges); the armature rows are
+        constant. The same vector as the forward derivative of :meth:`_quasi_velocities`
+        (tested)."""
+        com, inertial, axes, anchors = kinematics
+        moves, before = self._tree_masks()
+        moves_, before_ = (jnp.asarray(m, q.dtype) for m in (moves, before))
+        hinge = np.array([j.kind == HINGE for j in self.joints])[:, None]
+        rate, spin, slide = self._joint_rates(q, qd, axes)
+        # velocities that the joints before j give its axis and anchor
+        axis_rate = cross(before_.T @ spin, axes)
+        pushed = cross(spin[:, None, :], anchors[None, :, :] - anchors[:, None, :])
+        anchor_rate = jnp.einsum("kj,kjd->jd", before_, pushed + slide[:, None, :])
+        # the bodies' centre-of-mass velocities
+        lever = com[None, :, :] - anchors[:, None, :]  # (nj, nb, 3)
+        com_rate = jnp.einsum(
+            "jb,jbd->bd", moves_, cross(spin[:, None, :], lever) + slide[:, None, :]
+        )
+        turning = cross(axis_rate[:, None, :], lever) + cross(
+            axes[:, None, :], com_rate[None, :, :] - anchor_rate[:, None, :]
+        )
+        linear = jnp.where(hinge[:, :, None], turning, axis_rate[:, None, :])
+        linear = jnp.einsum("jb,j,jbd->bd", moves_, rate, linear)
+        angular = (moves_ * rate[:, None]).T @ jnp.where(hinge, axis_rate, 0.0)  # (nb, 3)
+        angular = rotate_unit(conjugate(inertial), angular)
+        return jnp.concatenate(
+            [linear.reshape(-1), angular.reshape(-1), jnp.zeros(self.nv, q.dtype)]
+        )
 
     def mass_matrix(self, t, q):
         r"""$M = J^TWJ$ with $J = \partial u/\partial\dot q$ of the quasi-velocities."""
@@ -471,15 +527,23 @@ class RigidModel(System):
     def mass_and_force(self, t, q, qd):
         r"""$(M, Q)$ by Kane's equations (the TMT method): $M = J^TWJ$ and
         $Q = J^T(f - W\dot J\dot q - \omega\times I\omega) - \partial V/\partial q$ +
-        damping, with $\dot J\dot q$ one forward derivative of $u$ along $\dot q$ and
-        the gyroscopic torques in the principal frames; the same as the Lagrange
-        equations of $T$ (checked in the tests), from one Jacobian of $u$."""
+        damping, with the gyroscopic torques in the principal frames; the same as the
+        Lagrange equations of $T$ (checked in the tests), from one Jacobian of $u$. For a
+        tree of hinges and slides $J$ and $\dot J\dot q$ come from one pass of the
+        kinematics (:meth:`_joint_jacobian`, :meth:`_joint_bias`) instead of
+        differentiating it; otherwise $\dot J\dot q$ is one forward derivative of $u$
+        along $\dot q$."""
         dtype = q.dtype
         W = self._weights(dtype)
-        J = self._velocity_jacobian(q)  # u is linear in qd: J gives M, u and the pullback
+        if self._hinges_and_slides():  # J and its rate from one pass of the kinematics
+            kinematics = self._joint_axes(q)
+            J = self._joint_jacobian(q, kinematics)
+            u_dot = self._joint_bias(q, qd, kinematics)
+        else:  # u is linear in qd: J gives M, u and the pullback
+            J = self._velocity_jacobian(q)
+            u_dot = jax.jvp(lambda x: self._quasi_velocities(x, qd), (q,), (qd,))[1]
         M = J.T @ (W[:, None] * J)
         u = J @ qd
-        u_dot = jax.jvp(lambda x: self._quasi_velocities(x, qd), (q,), (qd,))[1]
         nb = len(self.parents)
         omega = u[3 * nb : 6 * nb].reshape(nb, 3)
         inertia = self._param("body_inertia", dtype)
