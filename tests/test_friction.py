@@ -295,6 +295,7 @@ def test_two_blocks_match_the_scipy_event_reference():
     np.testing.assert_allclose(N, [0.1 * 9.81, 0.1 * 9.81], rtol=1e-12)
 
 
+@pytest.mark.slow  # default-suite time (23 s)
 def test_invalid_friction_is_refused():
     block = _block(mu_static=0.2, mu_kinetic=0.3)
     ts = jnp.linspace(0.0, 1.0, 201)  # the shapes of the other tests: no new compilation

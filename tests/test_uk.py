@@ -3,6 +3,7 @@
 import functools
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -280,3 +281,30 @@ def test_jit_and_vmap(rng):
         np.testing.assert_allclose(
             out[i], uk_reference(Ms[i], Qs[i], As[i], bs[i]), rtol=1e-8, atol=1e-8
         )
+
+
+def _primitives(jaxpr) -> set:
+    names = set()
+    for eqn in jaxpr.eqns:
+        names.add(eqn.primitive.name)
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            names |= _primitives(sub)
+    return names
+
+
+def test_the_kernels_follow_the_larger_of_M_and_the_gram_matrix():
+    """A few coordinates under many constraint rows (a box's eight frictional corners: 25
+    rows on 7 coordinates) factor the m x m Gram matrix with LAPACK, not unrolled: unrolled
+    it was tens of thousands of scalar operations per solve and minutes of compilation. The
+    same coordinates under few rows keep the unrolled kernels."""
+    rng = np.random.default_rng(0)
+    n = 3
+    M = jnp.eye(n) * 2.0
+    Q = jnp.ones(n)
+    for m, lapack in ((4, False), (12, True)):
+        A = jnp.asarray(rng.standard_normal((m, n)))
+        b = A @ jnp.ones(n)  # consistent: the rows are redundant but agree
+        jaxpr = jax.make_jaxpr(lambda A, b: ukjax.uk_terms(M, Q, A, b))(A, b).jaxpr
+        assert ("cholesky" in _primitives(jaxpr)) == lapack, m
+        terms = ukjax.uk_terms(M, Q, A, b)
+        np.testing.assert_allclose(A @ terms.qdd, b, atol=1e-9)

@@ -254,7 +254,9 @@ class UnrolledKernels(AbstractKernels):
 
 
 class AutoKernels(AbstractKernels):
-    """Unrolled kernels for n <= `max_unrolled` coordinates, LAPACK above (the default);
+    """Unrolled kernels for n <= `max_unrolled` (the UK solve passes the larger of the
+    number of coordinates and of constraint rows: it factors both M and the m x m Gram
+    matrix), LAPACK above (the default);
     from `min_structured` coordinates (default :data:`STRUCTURED_MIN_N`, None: never) the
     UK solve and the projection work on the structural non-zeros of M and of the constraint
     Jacobians, found from the system's program (:mod:`ukjax._structure`), when that is at

@@ -117,7 +117,10 @@ def uk_terms(
     uk_solver = check_uk_solver(uk_solver)
     M, Q, A, b, C = _validate(M, Q, A, b, C)
     n, m = M.shape[0], A.shape[0]
-    ops = uk_solver.kernels.ops(n)
+    # the kernels for the larger of the two factorisations, M (n x n) and the constraints'
+    # Gram matrix (m x m): unrolled, a 25-row Gram matrix (a box's 8 frictional corners)
+    # is tens of thousands of scalar operations per solve, minutes of XLA compilation
+    ops = uk_solver.kernels.ops(max(n, m))
     L = ops.cholesky(M)
     spd_ok = factored(L, M)
     if m == 0:
