@@ -308,3 +308,28 @@ def test_the_kernels_follow_the_larger_of_M_and_the_gram_matrix():
         assert ("cholesky" in _primitives(jaxpr)) == lapack, m
         terms = ukjax.uk_terms(M, Q, A, b)
         np.testing.assert_allclose(A @ terms.qdd, b, atol=1e-9)
+
+
+def test_the_projection_chooses_its_kernels_as_the_uk_solve_does():
+    """The projection's Newton correction factors the rows' Gram matrix too: ten redundant
+    copies of a pendulum's length constraint on two coordinates go to LAPACK, one stays
+    unrolled; both land on the circle."""
+
+    class Repeated(ukjax.System):
+        copies: int
+
+        def mass_matrix(self, t, q):
+            return jnp.eye(2)
+
+        def holonomic(self, t, q):
+            return jnp.full(self.copies, q @ q - 1.0)
+
+    q0, qd0 = jnp.array([1.1, 0.2]), jnp.array([0.3, 0.1])
+    for copies, lapack in ((1, False), (10, True)):
+        system = Repeated(copies)
+        project = lambda q, v: ukjax.project_initial_conditions(system, 0.0, q, v)
+        jaxpr = jax.make_jaxpr(project)(q0, qd0).jaxpr
+        assert ("cholesky" in _primitives(jaxpr)) == lapack, copies
+        q, qd = project(q0, qd0)
+        np.testing.assert_allclose(q @ q, 1.0, atol=1e-12)
+        np.testing.assert_allclose(q @ qd, 0.0, atol=1e-12)

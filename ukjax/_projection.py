@@ -83,7 +83,7 @@ class _Correction(eqx.Module):
     and of the rows' Jacobian (:func:`ukjax._structured_uk.structured_solve`, the same
     Tikhonov solve without refinement; the Jacobian by one product per column colour)."""
 
-    ops: DenseOps
+    kernels: AbstractKernels
     M: jax.Array
     semidefinite: bool = eqx.field(static=True)
     structure: Structure | None = eqx.field(static=True)
@@ -91,7 +91,9 @@ class _Correction(eqx.Module):
     def __call__(self, rows, x):
         if self.structure is None:
             J = jax.jacfwd(rows)(x)
-            return _mass_metric_step(self.ops, self.M, J, rows(x), self.semidefinite)
+            # as the UK solve: the kernels for the larger of M and the rows' Gram matrix
+            ops = self.kernels.ops(max(J.shape))
+            return _mass_metric_step(ops, self.M, J, rows(x), self.semidefinite)
         s, dtype = self.structure, x.dtype
         assert s.holonomic is not None
         tau, _ = Regularized(refinements=0).gram_parameters(dtype)
@@ -131,7 +133,6 @@ def project(system: System, t, q, qd, iterations: int, kernels: AbstractKernels 
     """:func:`project_initial_conditions` for already validated `t`, `q`, `qd`, with the
     linear algebra of `kernels` (by default, as the UK solve's: unrolled for small
     systems, LAPACK above, the structured solve for large sparse ones)."""
-    ops = kernels.ops(q.shape[0])
     # One metric for the whole projection: the mass matrix where it starts (any SPD metric
     # gives a projection onto the same manifold; this one is the mass metric to first order
     # in the correction, and it costs one evaluation of M instead of one per iteration).
@@ -139,12 +140,12 @@ def project(system: System, t, q, qd, iterations: int, kernels: AbstractKernels 
     semi = system.semidefinite_mass()
     at_q, at_qd = _structures(system, t, q, qd, semi, kernels)
     if has_holonomic(system, t, q):
-        correct = _Correction(ops, M, semi, at_q)
+        correct = _Correction(kernels, M, semi, at_q)
         pos_step = lambda _, q_: q_ + correct(lambda x: phi(system, t, x), q_)
         q = _repeat(pos_step, iterations, q)
 
     if velocity_level(system, t, q, qd).shape[0] > 0:
-        correct = _Correction(ops, M, semi, at_qd)
+        correct = _Correction(kernels, M, semi, at_qd)
         vel_step = lambda _, qd_: qd_ + correct(lambda v: velocity_level(system, t, q, v), qd_)
         qd = _repeat(vel_step, iterations, qd)
     return q, qd

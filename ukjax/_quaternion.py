@@ -42,18 +42,17 @@ _CONJUGATE = np.array([1.0, -1.0, -1.0, -1.0])
 _ROTATION = np.einsum("inl,l,njm,mk->ijkl", _PRODUCT[1:], _CONJUGATE, _PRODUCT, np.eye(4)[:, 1:])
 # R(p)_ik = D_ijkl... rearranged as a quadratic form in p: R_ik = Q_ikjl p_j p_l
 _QUADRATIC = np.einsum("ijkl->ikjl", _ROTATION)
-_LEVI_CIVITA = np.zeros((3, 3, 3))
-for _i, _j, _k in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
-    _LEVI_CIVITA[_i, _j, _k], _LEVI_CIVITA[_i, _k, _j] = 1.0, -1.0
 
 
 def _constant(x, like):
     return jnp.asarray(x, jnp.result_type(like))
 
 
-# The products are contractions with constant tensors: two or three XLA operations each
-# instead of dozens of scalar ones, which keeps the programs of deep trees small (their
-# compile time follows the number of operations).
+# The products and rotations used in chains of frames (the kinematics) are contractions
+# with constant tensors: two or three XLA operations each instead of dozens of scalar ones,
+# which keeps the programs of deep trees small (their compile time follows the number of
+# operations) and gives XLA no elementwise chain to fuse and recompute. `cross` and
+# `rotate_unit`, for the shallow uses, are written out.
 
 
 def multiply(a, b):

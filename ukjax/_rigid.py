@@ -452,7 +452,7 @@ class RigidModel(System):
             before[:, j] |= moves[:, self.parents[joint.body]]
         return moves, before
 
-    def _joint_rates(self, q, qd, axes):
+    def _joint_rates(self, qd, axes):
         """Each joint's rate and its twist: angular velocity (nj, 3) (hinges) and linear
         velocity (nj, 3) (slides) that it alone gives the bodies it moves."""
         at = np.array([j.qpos for j in self.joints], int)  # one coordinate per joint
@@ -498,7 +498,7 @@ class RigidModel(System):
         moves, before = self._tree_masks()
         moves_, before_ = (jnp.asarray(m, q.dtype) for m in (moves, before))
         hinge = np.array([j.kind == HINGE for j in self.joints])[:, None]
-        rate, spin, slide = self._joint_rates(q, qd, axes)
+        rate, spin, slide = self._joint_rates(qd, axes)
         # velocities that the joints before j give its axis and anchor
         axis_rate = cross(before_.T @ spin, axes)
         pushed = cross(spin[:, None, :], anchors[None, :, :] - anchors[:, None, :])
