@@ -119,7 +119,8 @@ def uk_terms(
     n, m = M.shape[0], A.shape[0]
     # the kernels for the larger of the two factorisations, M (n x n) and the constraints'
     # Gram matrix (m x m): unrolled, a 25-row Gram matrix (a box's 8 frictional corners)
-    # is tens of thousands of scalar operations per solve, minutes of XLA compilation
+    # is tens of thousands of scalar operations per solve (benchmarks/RESULTS.md, "Many
+    # contact rows on few coordinates")
     ops = uk_solver.kernels.ops(max(n, m))
     L = ops.cholesky(M)
     spd_ok = factored(L, M)
