@@ -162,6 +162,54 @@ def test_least_index_pivoting_solves_a_small_lcp_exactly():
         np.testing.assert_allclose(z, found[0], atol=1e-12)
 
 
+def _matrix_oracle(D, w0):
+    k = w0.shape[0]
+
+    def oracle(S):
+        Dm = jnp.where(S[:, None] & S[None, :], D, jnp.eye(k))
+        z = jnp.linalg.solve(Dm, jnp.where(S, -w0, 0.0))
+        return z, w0 + D @ z
+
+    return oracle
+
+
+def test_a_cycling_pivot_sequence_falls_back_to_the_subsets_in_turn():
+    # D is not a P-matrix (sliding friction makes contact problems so): from the empty
+    # set, contact 1 is infeasible (w = -0.5); alone it needs z = -1; dropped, it is
+    # infeasible again - the least-index sequence cycles. {0} solves it: z0 = 1, w1 = 1.
+    D = jnp.array([[-0.5, -1.0], [1.5, -0.5]])
+    w0 = jnp.array([0.5, -0.5])
+    sol = jax.jit(lambda D, w0: least_index_pivoting(_matrix_oracle(D, w0), jnp.ones(2, bool), 8))(
+        D, w0
+    )
+    assert bool(sol.solved)
+    assert sol.active.tolist() == [True, False]
+    np.testing.assert_allclose(sol.z, [1.0, 0.0], atol=1e-14)
+    np.testing.assert_allclose(sol.w, [0.0, 1.0], atol=1e-14)
+    # with no solution at all (w1 = -1 - z0 < 0 for every z0 >= 0): not solved
+    bad = least_index_pivoting(
+        _matrix_oracle(jnp.array([[1.0, 0.0], [-1.0, -1.0]]), jnp.array([0.0, -1.0])),
+        jnp.ones(2, bool),
+        8,
+    )
+    assert not bool(bad.solved)
+
+
+def test_rates_at_round_off_are_judged_against_their_own_size():
+    # every rate is zero but for round-off (corners touching at rest while the body slides
+    # at 0.1): an inactive contact reports -1e-19, an active one a pulling -1e-19
+    oracle = _matrix_oracle(jnp.eye(2), jnp.zeros(2))
+
+    def noisy(S):
+        z, w = oracle(S)
+        return z - jnp.where(S, 1e-19, 0.0), w - jnp.where(S, 0.0, 1e-19)
+
+    plain = least_index_pivoting(noisy, jnp.ones(2, bool), 8)
+    assert not bool(plain.solved)  # measured against the rates alone: never consistent
+    scaled = least_index_pivoting(noisy, jnp.ones(2, bool), 8, scale=jnp.full(2, 0.1))
+    assert bool(scaled.solved) and not bool(jnp.any(scaled.active))
+
+
 def test_rocking_block_transfers_its_pivot_with_housners_ratio():
     # Housner's block released tilted: the old corner lifts at each impact (it would need a
     # pulling impulse to stay), the block rocks on with theta'+/theta'- = (h^2 - 2b^2)/(h^2

@@ -239,6 +239,7 @@ def test_a_slip_that_has_just_started_is_pointed_by_its_heading_not_by_round_off
 ELLIPTIC = dict(mu_static=jnp.array([[0.5, 0.9]]), mu_kinetic=jnp.array([[0.3, 0.7]]))
 
 
+@pytest.mark.slow  # default-suite time (15 s)
 def test_elliptic_cone_launched_across_an_incline_against_scipy():
     """The maximal-dissipation force of the kinetic ellipse turns the slip differently
     from an isotropic cone; the particle stops where the reference stops and stays put

@@ -57,6 +57,21 @@ def _drop(h0, e):
     )
 
 
+def test_a_touch_down_slower_than_persist_below_is_logged_as_an_engagement():
+    # no gravity: the ball closes at its initial speed and rests at the floor afterwards
+    ts = jnp.linspace(0.0, 0.02, 3)
+    law = ukjax.Impact(restitution=0.0)
+    ball = BouncingBall(g=0.0)
+    run = jax.jit(lambda v: ukjax.simulate(ball, jnp.array([1e-9]), v, ts, contact=law))
+    slow, fast = run(jnp.array([-1e-7])), run(jnp.array([-1e-3]))
+    assert int(slow.events.count) == int(fast.events.count) == 1
+    assert ukjax.EVENT_KINDS[int(slow.events.kind[0])] == "engage"
+    assert ukjax.EVENT_KINDS[int(fast.events.kind[0])] == "impact"
+    np.testing.assert_allclose(slow.events.time[0], 1e-2, rtol=1e-9)
+    np.testing.assert_allclose(slow.events.speed_before[0], -1e-7, rtol=1e-9)
+    assert float(jnp.abs(slow.q[-1]).max()) < 1e-15 and float(jnp.abs(slow.qd[-1]).max()) == 0.0
+
+
 def test_bouncing_ball_impact_times_energy_and_zeno():
     h0, e, g = 1.0, 0.8, 9.81
     sol = _drop(h0, e)

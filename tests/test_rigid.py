@@ -190,6 +190,7 @@ def test_free_body_flips_about_its_intermediate_axis_conserving_energy_and_momen
     np.testing.assert_allclose(jnp.linalg.norm(sol.q[:, 3:], axis=1), 1.0, atol=1e-10)
 
 
+@pytest.mark.slow  # default-suite time (11 s)
 def test_heavy_symmetric_top_obeys_the_cubic_of_its_nutation():
     """A top on a ball joint: u = cos(theta) of its axis satisfies u'^2 = f(u) =
     (alpha - beta u)(1 - u^2) - (b - a u)^2 (Goldstein eq. 5.74) along the run, and the
@@ -491,6 +492,59 @@ def test_a_capsule_tipping_over_on_a_rough_floor_slips_once_then_lands_flat():
     q, qd = before.q[-1], before.qd[-1]
     _, N, F = ukjax.friction_forces(rod, 0.0, q, qd, jnp.array([True, False]), contact=law)
     np.testing.assert_allclose(jnp.linalg.norm(F[0]) / N[0], mu, rtol=1e-6)
+
+
+ROUGH_BOX = """<mujoco><option gravity="0 0 -9.81"/><worldbody>
+<geom type="plane" size="5 5 .1" friction="0.5"/>
+<body pos="0 0 0.1"><freejoint/><geom type="box" size="0.2 0.1 0.1" mass="1" friction="0.5"/>
+</body></worldbody></mujoco>"""
+
+
+@pytest.mark.slow  # 40 s (one compile of the 8-corner box with 3-D cones)
+def test_a_box_on_four_corners_slides_to_rest_and_lands_flat_without_turning():
+    """Redundant frictional contacts: a box (8 corners, the bottom four on the floor at
+    once, 3-D cones, mu = 0.5). (a) Launched sliding at v0 = (1, 0.5): it decelerates at
+    mu g and stops at |v0| / (mu g) after v0^2 / (2 mu g) along v0 - it used to stop with
+    `contact_unsolved` at a corner "impact" at 1e-18 m/s, judged against rates of that
+    size. (b) Dropped flat from 5 cm while moving at vx = 1: the four corners land at
+    once (inelastic), the frictional impact takes mu P_n of the speed, it slides to rest,
+    and the motion stays in its plane of symmetry - it used to yaw by 1.7 degrees when
+    three of the four corners carried the load."""
+    box = ukjax.from_mjcf(ROUGH_BOX)
+    mu, g = 0.5, 9.81
+    qa, qda = box.initial_state(qvel=jnp.array([1.0, 0.5, 0.0, 0.0, 0.0, 0.0]))
+    qb, qdb = box.initial_state(
+        qpos=jnp.array([0.0, 0.0, 0.15, 1.0, 0.0, 0.0, 0.0]), qvel=jnp.array([1.0, 0, 0, 0, 0, 0])
+    )
+    ts = jnp.linspace(0.0, 0.4, 41)
+    law = ukjax.Impact(restitution=0.0)
+    run = lambda q, qd: ukjax.simulate(box, q, qd, ts, contact=law, throw=False)
+    sol = jax.jit(jax.vmap(run))(jnp.stack([qa, qb]), jnp.stack([qda, qdb]))
+    assert list(sol.status) == ["successful", "successful"]
+    # (a)
+    v0 = np.array([1.0, 0.5])
+    speed = np.linalg.norm(v0)
+    np.testing.assert_allclose(sol.q[0, -1, :2], v0 * speed / (2 * mu * g), atol=1e-9)
+    np.testing.assert_allclose(sol.q[0, :, 2], 0.1, atol=1e-12)  # on its face throughout
+    np.testing.assert_allclose(sol.q[0, :, 3:], np.tile([1.0, 0, 0, 0], (41, 1)), atol=1e-12)
+    n = int(sol.events.count[0])
+    first_stick = min(
+        float(sol.events.time[0, i])
+        for i in range(n)
+        if ukjax.EVENT_KINDS[int(sol.events.kind[0, i])] == "stick"
+    )
+    np.testing.assert_allclose(first_stick, speed / (mu * g), rtol=1e-7)
+    # (b)
+    t_hit = np.sqrt(2 * 0.05 / g)
+    v_after = 1.0 - mu * g * t_hit  # the tangential impulse mu * m * g * t_hit
+    x_rest = t_hit + v_after**2 / (2 * mu * g)
+    assert ukjax.EVENT_KINDS[int(sol.events.kind[1, 0])] == "impact"
+    np.testing.assert_allclose(float(sol.events.time[1, 0]), t_hit, rtol=1e-9)
+    np.testing.assert_allclose(sol.q[1, -1, 0], x_rest, atol=1e-9)
+    np.testing.assert_allclose(sol.q[1, -1, 2], 0.1, atol=1e-12)
+    assert float(jnp.abs(sol.q[1, :, 1]).max()) < 1e-12  # no sideways drift
+    assert float(jnp.abs(sol.q[1, :, 4:]).max()) < 1e-12  # no roll, pitch or yaw
+    assert float(jnp.abs(sol.qd[:, -1]).max()) < 1e-12  # both at rest
 
 
 def bricard_mjcf() -> str:

@@ -164,8 +164,8 @@ from ._servo import ServoControlled as ServoControlled
 from ._servo import ServoHistory as ServoHistory
 from ._servo import controls as controls
 from ._servo import servo_history as servo_history
-from ._simulate import Solution as Solution
 from ._simulate import simulate as simulate
+from ._solution import Solution as Solution
 from ._stabilization import (
     AbstractStabilization as AbstractStabilization,
 )

@@ -25,6 +25,23 @@ evaluated by the run's own UK equation or impulsive projection with the rows of 
 multipliers split the load) and friction and bilateral constraints enter as they do in the
 motion. Cost: one UK solve (or projection) per pivot, at events only.
 
+Sliding friction makes $D$ non-symmetric and can make it lose the P-property, and then
+the least-index sequence may cycle (a box rocking onto its second edge while the first
+slides: "lift the old edge" and "the old edge closes" alternate). Past the pivot bound the
+method therefore tries the subsets of the candidates in turn (in the order of their bit
+masks, up to `MAX_ENUMERATED` contacts: at most $2^k$ more oracle calls, in the same loop,
+so the oracle is traced once) and takes the first feasible one; where none is, the
+problem has no solution (a Painlevé-type inconsistency) and `solved` is False.
+
+Redundant contacts (four corners of a box on a floor: four rows, three independent) make
+the solution's multipliers non-unique; the motion is the same, but the friction that each
+contact's normal force sets is not. The first feasible set found is therefore extended,
+once, by the inactive candidates at zero rate, and kept if still feasible with a load on
+each of them (a contact touching at zero force stays free): the UK solve's
+minimum-norm multipliers then share the load among all of them (a symmetric box stays
+symmetric), instead of the pivot order picking three corners that tip the friction to one
+side.
+
 The discrete choice carries no derivative (it is made on values with `stop_gradient`); the
 motion that follows is the differentiable UK solve or projection with the chosen rows, so
 gradients are exact away from mode boundaries.
@@ -60,6 +77,30 @@ class Complementarity(NamedTuple):
     solved: jax.Array  # () bool: a feasible active set was found within the pivot bound
 
 
+MAX_ENUMERATED = 12  # contacts up to which a cycling pivot sequence falls back to enumeration
+
+
+class _Pass(NamedTuple):
+    """The state of the pivoting loop after one oracle call."""
+
+    active: jax.Array  # the set to evaluate next
+    z: jax.Array  # multipliers and rates of the set evaluated last
+    w: jax.Array
+    w_tol: jax.Array  # (k,) the rates' tolerances
+    pivots: jax.Array  # oracle calls so far
+    done: jax.Array
+    subset: jax.Array  # the last subset enumerated (a bit mask), past the pivot bound
+    extending: jax.Array  # whether `active` adds the idle candidates to a feasible set
+    kept: jax.Array  # that feasible set, and its multipliers and rates
+    kept_z: jax.Array
+    kept_w: jax.Array
+
+
+def pick(flag, new: tuple, old: tuple) -> tuple:
+    """`new` where `flag` holds, else `old`, entry by entry."""
+    return tuple(jnp.where(flag, a, b) for a, b in zip(new, old))
+
+
 def pivot_bound(k: int) -> int:
     """The number of pivots allowed for k contacts (one or two per contact that changes
     side is the usual count; the bound leaves room for several sweeps)."""
@@ -71,12 +112,16 @@ def least_index_pivoting(
     candidates: jax.Array,
     max_pivots: int,
     rtol: float | None = None,
+    scale: jax.Array | None = None,
 ) -> Complementarity:
     r"""Murty's least-index method (module docstring) over the `candidates` ((k,) bool;
     the others stay inactive and unchecked). `oracle(S)` gives $(z, w)$ for the active set
     `S`. Infeasibility is judged with the relative tolerance `rtol` (default
     $\sqrt\varepsilon$) of the largest $|w|$ with nothing active and of the current
-    largest $|z|$. Runs inside `jit` and `vmap` (a `lax.while_loop`)."""
+    largest $|z|$, and of `scale` ((k,), optional): the size of the terms that each $w_i$
+    sums, so that a rate that is zero to within its round-off is not taken for a negative
+    one where every rate is near zero (contacts touching at rest while the body slides).
+    Runs inside `jit` and `vmap` (a `lax.while_loop`)."""
     k = candidates.shape[0]
     if k == 0:
         z, w = oracle(candidates)
@@ -87,31 +132,77 @@ def least_index_pivoting(
     dtype = w_like.dtype
     tol = float(jnp.finfo(dtype).eps) ** 0.5 if rtol is None else rtol
     tiny = jnp.finfo(dtype).tiny
+    floor = tiny if scale is None else jnp.maximum(jnp.where(candidates, scale, 0.0), tiny)
 
     def infeasible(active, z, w, w_tol):
         z_tol = tol * jnp.maximum(jnp.max(jnp.abs(z), initial=0.0), tiny)
         return candidates & jnp.where(active, z < -z_tol, w < -w_tol)
 
-    def body(c):
-        active, _, _, w_tol, pivots, _ = c
-        z, w = oracle(active)
-        # the scale of the rates: their size with nothing active (the first pass)
-        scale = jnp.max(jnp.where(candidates, jnp.abs(w), 0.0), initial=0.0)
-        w_tol = jnp.where(pivots == 0, tol * jnp.maximum(scale, tiny), w_tol)
-        bad = infeasible(active, z, w, w_tol)
-        done = ~jnp.any(bad) | (pivots > max_pivots)
-        flip = (jnp.arange(k) == jnp.argmax(bad)) & ~done  # the least infeasible index
-        return active ^ flip, z, w, w_tol, pivots + 1, done
+    bits = 2 ** jnp.arange(k, dtype=jnp.int32)
+    enumerable = k <= MAX_ENUMERATED
+    # the candidates as a bit mask (subsets are enumerated as the integers below it)
+    mask = jnp.sum(jnp.where(candidates, bits, 0), dtype=jnp.int32)
 
-    zero = jnp.zeros((), dtype)
-    start = (
-        zeros,
-        jnp.zeros(z_like.shape, z_like.dtype),
-        jnp.zeros(w_like.shape, dtype),
-        zero,
-        jnp.zeros((), jnp.int32),
-        jnp.asarray(False),
+    def body(c: _Pass) -> _Pass:
+        z, w = oracle(c.active)
+        # the scale of the rates: their size with nothing active (the first pass)
+        size = jnp.max(jnp.where(candidates, jnp.abs(w), 0.0), initial=0.0)
+        w_tol = jnp.where(c.pivots == 0, tol * jnp.maximum(size, floor), c.w_tol)
+        bad = infeasible(c.active, z, w, w_tol)
+        feasible = ~jnp.any(bad)
+        # past the pivot bound (a cycle: the problem's matrix is not a P-matrix, as
+        # sliding friction makes it), the next subset of the candidates in turn
+        enumerating = c.pivots >= max_pivots
+        # a feasible set, once: add the inactive candidates at zero rate (redundant
+        # contacts: the minimum-norm multipliers then share the load, e.g. the four
+        # corners of a box on a floor, where three of them would tip it to one side)
+        idle = candidates & ~c.active & (w <= w_tol)
+        extend = feasible & ~c.extending & jnp.any(idle)
+        # an extension is kept if every contact it adds carries load; else back to the
+        # set it extended (a contact touching at zero force stays free: balls touching
+        # in a line do not share an impact)
+        z_tol = tol * jnp.maximum(jnp.max(jnp.abs(z), initial=0.0), tiny)
+        loaded = jnp.all(jnp.where(c.active & ~c.kept, z > z_tol, True))
+        back = c.extending & ~(feasible & loaded)
+        active = jnp.where(back, c.kept, c.active)
+        z, w = pick(back, (c.kept_z, c.kept_w), (z, w))
+        following = (c.subset - mask) & mask  # the next subset of `mask` (0: none left)
+        exhausted = enumerating & ((following == 0) | (not enumerable))
+        done = c.extending | (feasible & ~extend) | exhausted
+        flip = (jnp.arange(k) == jnp.argmax(bad)) & ~done  # the least infeasible index
+        listed = (following & bits) != 0
+        pivoted = jnp.where(enumerating, listed, active ^ flip)
+        after = jnp.where(done, active, jnp.where(extend, active | idle, pivoted))
+        return _Pass(
+            active=after,
+            z=z,
+            w=w,
+            w_tol=w_tol,
+            pivots=c.pivots + 1,
+            done=done,
+            subset=jnp.where(enumerating & ~done & ~extend, following, c.subset),
+            extending=extend,
+            kept=jnp.where(extend, active, c.kept),
+            kept_z=jnp.where(extend, z, c.kept_z),
+            kept_w=jnp.where(extend, w, c.kept_w),
+        )
+
+    z0 = jnp.zeros(z_like.shape, z_like.dtype)
+    w0 = jnp.zeros(w_like.shape, dtype)
+    start = _Pass(
+        active=zeros,
+        z=z0,
+        w=w0,
+        w_tol=jnp.zeros(k, dtype),
+        pivots=jnp.zeros((), jnp.int32),
+        done=jnp.asarray(False),
+        subset=jnp.zeros((), jnp.int32),
+        extending=jnp.asarray(False),
+        kept=zeros,
+        kept_z=z0,
+        kept_w=w0,
     )
-    active, z, w, w_tol, _, _ = jax.lax.while_loop(lambda c: ~c[5], body, start)
-    solved = ~jnp.any(infeasible(active, z, w, w_tol))
+    out = jax.lax.while_loop(lambda c: ~c.done, body, start)
+    active, z, w = out.active, out.z, out.w
+    solved = ~jnp.any(infeasible(active, z, w, out.w_tol))
     return Complementarity(active, jnp.where(active, z, 0.0), w, solved)

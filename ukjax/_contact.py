@@ -205,8 +205,10 @@ class Impact(AbstractContact):
         The impulses are the complementarity solution over the impacting and the engaged
         contacts (with the friction law's impulses where the system declares friction:
         sticking or sliding impacts); the contacts at
-        rest after it are engaged where their forces push. A free contact whose gap crosses
-        zero by round-off without approaching is no event (kind `NONE`)."""
+        rest after it are engaged where their forces push. The event is an `impact`, or an
+        `engage` where every contact in it closes slower than `persist_below` (a touch-down
+        with no impulse to speak of). A free contact whose gap crosses zero by round-off
+        without approaching is no event (kind `NONE`)."""
         free = ~engaged
         approach = trig & free & (gd < 0)
         hit = jnp.any(approach)
@@ -222,13 +224,16 @@ class Impact(AbstractContact):
         qd, _, _ = motion.jump(lcp.active, target)
         rest = (impacting | held) & (target == 0.0)
         rest = rest & (lcp.w <= self.speed_tol(g.dtype))  # w: the normal speed after it
-        after, supported = motion.supporting(qd, rest, jnp.where(held[:, None], sliding, 0.0))
+        modes = motion.slip_modes(qd, impacting, jnp.where(held[:, None], sliding, 0.0))
+        after, supported = motion.supporting(qd, rest, modes)
         # the engaged contacts are held at zero normal speed (a no-op for those in the
         # impact's active set); the bouncing ones keep their targets
         qd, normal, tangential = motion.jump(lcp.active | after, jnp.where(after, 0.0, target))
-        kind = jnp.where(
-            hit, EventKind.IMPACT, jnp.where(jnp.any(trig & engaged), EventKind.RELEASE, 0)
-        )
+        # a touch-down closing slower than `persist_below` takes no impulse to speak of:
+        # the contacts engage (a corner of a sliding box meeting the floor at round-off)
+        gentle = jnp.all(jnp.where(impacting, -gd <= self.speed_tol(g.dtype), True))
+        landed = jnp.where(gentle, EventKind.ENGAGE, EventKind.IMPACT)
+        kind = jnp.where(hit, landed, jnp.where(jnp.any(trig & engaged), EventKind.RELEASE, 0))
         return Switched(after, qd, kind, lcp.solved & supported, normal, tangential)
 
 

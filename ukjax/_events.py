@@ -15,7 +15,8 @@ class EventKind(enum.IntEnum):
 
     - `NONE`: an unused entry of the log.
     - `IMPACT`: a velocity jump at a contact (:class:`ukjax.Impact`).
-    - `ENGAGE`, `RELEASE`: a contact's mode changes without a jump.
+    - `ENGAGE`, `RELEASE`: a contact's mode changes without a jump (also a rigid contact
+      that touches down slower than :class:`ukjax.Impact`'s `persist_below`).
     - `IMPULSE`: a prescribed impulse (:class:`ukjax.Impulses`).
     - `STICK`, `SLIP`: a frictional contact sticks, or starts to slide or reverses
       (:class:`ukjax.Coulomb`).
@@ -150,6 +151,12 @@ class EventMotion(Protocol):
         problem of the contact forces (>= 0) and the normal accelerations less the law's
         targets (>= 0) at velocity `qd`, the engaged contacts in the friction modes
         `sliding`."""
+        ...
+
+    def slip_modes(self, qd: jax.Array, fresh: jax.Array, sliding: jax.Array) -> jax.Array:
+        """`sliding` with the friction modes of the `fresh` contacts (just engaging) set
+        from their slip at velocity `qd` by the friction law (stuck if slow, else sliding
+        along the slip); `sliding` unchanged where the system declares no friction."""
         ...
 
     def normal_speed(self, qd: jax.Array) -> jax.Array:

@@ -39,12 +39,13 @@ import equinox as eqx
 import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optimistix as optx
 
-from ._complementarity import least_index_pivoting, pivot_bound
+from ._complementarity import least_index_pivoting, pick, pivot_bound
 from ._contact import AbstractContact
+from ._driver import AbstractDriver, refuse_initial
 from ._dynamics import mass_matrix, row_solve
-from ._errors import code_error_if
 from ._events import EventKind, EventLog, Switched, entry_at
 from ._field import ContactState, Field, Mode, contact_state, gap_function
 from ._friction import (
@@ -57,10 +58,11 @@ from ._friction import (
     tangent_dim,
 )
 from ._impulse import Impulses, impulse_jump, velocity_rows
-from ._initial import AbstractInitialConditions
+from ._initial import AbstractInitialConditions, InitialCheck
 from ._latches import initially_latched, latch_state
 from ._latches import velocity_rows as latch_velocity_rows
 from ._results import RESULTS
+from ._solution import Solution
 from ._stepping import Stepping
 from ._wrapped import probe_failures
 
@@ -86,7 +88,7 @@ class _Motion:
     (:class:`ukjax._events.EventMotion`): the state (t, q, qd) before the event, with the
     contact quantities `cs` there, and the driver's projections and forces."""
 
-    def __init__(self, run: HybridIntegration, t, q, qd, cs: ContactState, latched=None):
+    def __init__(self, run: EventDriver, t, q, qd, cs: ContactState, latched=None):
         self.run, self.t, self.q, self.qd, self.cs = run, t, q, qd, cs
         self.latched = latched  # the engaged latches (None: the system declares none)
 
@@ -112,7 +114,11 @@ class _Motion:
             return impulses, fixed.normal_speed(qd) - target
 
         k = candidates.shape[0]
-        return least_index_pivoting(oracle, candidates, pivot_bound(k))
+        # the normal speeds' round-off: the size of the products they sum, with any
+        # velocity component (the jump mixes them: a body sliding on touching corners)
+        speed = jnp.max(jnp.abs(fixed.qd), initial=0.0)
+        scale = jnp.sum(jnp.abs(fixed.cs.G), axis=1) * speed + jnp.abs(target)
+        return least_index_pivoting(oracle, candidates, pivot_bound(k), scale=scale)
 
     def supporting(self, qd, candidates, sliding):
         fixed, field = _stopped(self), self.run.field
@@ -130,6 +136,13 @@ class _Motion:
         lcp = least_index_pivoting(oracle, candidates, pivot_bound(k))
         return lcp.active, lcp.solved
 
+    def slip_modes(self, qd, fresh, sliding):
+        friction = self.run.field.friction
+        if friction is None:
+            return sliding
+        modes = sliding_from_speed(friction, self.friction_state(qd))
+        return jnp.where(fresh[:, None], modes, sliding)
+
     def forces(self, qd, engaged, sliding):
         fe = self.run.field.evaluate(self.t, (self.q, qd), Mode(engaged, sliding, self.latched))
         return fe.fs, fe.normal, fe.tangential
@@ -141,11 +154,6 @@ class _Motion:
 
     def friction_state(self, qd):
         return friction_state(self.run.field.system, self.t, self.q, qd, self.cs.g.shape[0])
-
-
-def _pick(flag, new: tuple, old: tuple) -> tuple:
-    """`new` where `flag` holds, else `old`, entry by entry."""
-    return tuple(jnp.where(flag, a, b) for a, b in zip(new, old))
 
 
 def _stopped(motion: _Motion) -> _Motion:
@@ -177,7 +185,7 @@ def _offset(values, floors):
     return jnp.maximum(floors - values, 0.0) * (1.0 + 4.0 * info.eps) + info.tiny
 
 
-class HybridIntegration(eqx.Module):
+class EventDriver(AbstractDriver):
     """The segment loop (module docstring)."""
 
     field: Field
@@ -189,15 +197,11 @@ class HybridIntegration(eqx.Module):
     num_latches: int = eqx.field(static=True, default=0)
 
     @property
-    def throw(self) -> bool:
-        return self.field.throw
-
-    @property
     def _has_events(self) -> bool:
         """Whether the run has event values (contacts or latches), not impulses only."""
         return bool(self.num_contacts or self.num_latches)
 
-    def at_events(self) -> HybridIntegration:
+    def at_events(self) -> EventDriver:
         """This integration with the UK kernels of the code that runs once per event or
         once per step, not once per stage: the event values, the switches, impacts,
         impulses and the initial mode (:meth:`ukjax.AbstractKernels.at_events`); the
@@ -365,7 +369,7 @@ class HybridIntegration(eqx.Module):
             new, l_qd, l_kind, l_before, l_after = self._latch_switch(c, cs, first - k - n_friction)
             latched = new if latched is None else jnp.where(on_latch, new, latched)
             mine = (c.mode.engaged, l_qd, l_kind, True, l_before, l_after, 0.0, 0.0)
-            ev = _pick(on_latch, mine, ev)
+            ev = pick(on_latch, mine, ev)
         if field.friction is not None:
             if n_friction:  # the friction law's own events
                 on_friction = (first >= k) & (first < k + n_friction)
@@ -373,7 +377,7 @@ class HybridIntegration(eqx.Module):
                 f_sliding, f_qd, f_kind, f_before, f_after = switched
                 sliding = jnp.where(on_friction, f_sliding, sliding)
                 mine = (c.mode.engaged, f_qd, f_kind, True, f_before, f_after, 0.0, 0.0)
-                ev = _pick(on_friction, mine, ev)
+                ev = pick(on_friction, mine, ev)
         engaged, qd, kind, solved, before, after, normal, tangential = ev
         if field.friction is not None:
             # after a contact's event (an impact: every engaged contact took its own
@@ -528,21 +532,11 @@ class HybridIntegration(eqx.Module):
         sliding = jnp.where(engaged[:, None], sliding, 0.0)
         return Mode(engaged, sliding, latched), qd, code, jnp.min(cs.g, initial=jnp.inf)
 
-    def __call__(self, q0, qd0, ts):
-        system = self.field.system
-        q0, qd0, initial = self.initial.apply(system, ts[0], q0, qd0)
+    def integrate(self, q0, qd0, ts, initial: InitialCheck) -> Solution:
         mode, qd0, contact_code, g_min = self.at_events().initial_mode(ts[0], q0, qd0)
         code = RESULTS.where(initial.code == RESULTS.successful, contact_code, initial.code)
         refused = code != RESULTS.successful
-        if self.throw:
-            q0 = code_error_if(
-                q0,
-                refused,
-                code,
-                "ukjax: initial state refused",
-                smallest_g=g_min,
-                **initial.values,
-            )
+        q0 = refuse_initial(self.throw, q0, code, smallest_g=g_min, **initial.values)
         nan = jnp.full((ts.shape[0], q0.shape[0]), jnp.nan, q0.dtype)
         saved_mode = jax.tree_util.tree_map(
             lambda x: jnp.zeros((ts.shape[0],) + x.shape, x.dtype), mode
@@ -563,7 +557,7 @@ class HybridIntegration(eqx.Module):
             steps=jnp.zeros((), jnp.int32),
         )
         n_impulses = 0 if self.impulses is None else self.impulses.times.shape[0]
-        out = eqxi.while_loop(
+        c = eqxi.while_loop(
             lambda c: ~c.done,
             lambda c: self._segment(c, ts),
             carry,
@@ -572,7 +566,44 @@ class HybridIntegration(eqx.Module):
             # (diffrax's DirectAdjoint: second derivatives) a bounded one
             kind=_loop_kind(self.stepping.adjoint),
         )
-        return out
+        friction = self.field.friction
+        return Solution(
+            ts=ts,
+            q=c.saved_q,
+            qd=c.saved_qd,
+            result=c.result,
+            stats={"num_steps": c.steps, "num_events": c.log.count},
+            events=c.log,
+            engaged=c.saved_mode.engaged,
+            sliding=None if friction is None else friction.recorded(c.saved_mode.sliding),
+            latched=c.saved_mode.latched,
+        )
+
+    def refuse(self, t0, q0) -> None:
+        """Plain ValueErrors for a rigid contact violated at t0 (the system starts inside an
+        obstacle) and for invalid friction coefficients."""
+        law, system = self.law, self.field.system
+        if self.num_contacts:
+            g = jnp.asarray(system.unilateral(t0, q0), q0.dtype)
+            bad = np.flatnonzero(np.asarray(law.penetrating(g)))
+            g = np.asarray(g)
+            if bad.size:
+                raise ValueError(
+                    f"The initial state violates unilateral constraint(s) {bad.tolist()} of "
+                    f"{type(system).__name__}: g = {g[bad].tolist()} < 0 (the system starts "
+                    "inside an obstacle). Move q0 to the admissible side g >= 0."
+                )
+        if self.field.friction is None:
+            return
+        fs = friction_state(system, t0, q0, jnp.zeros_like(q0), self.num_contacts)
+        mu_s, mu_k = np.asarray(fs.mu_s), np.asarray(fs.mu_k)
+        bad = np.flatnonzero(np.asarray(invalid_coefficients(fs)))
+        if bad.size:
+            raise ValueError(
+                f"{type(system).__name__}.friction: contact(s) {bad.tolist()} have "
+                f"mu_static = {mu_s[bad].tolist()} and mu_kinetic = {mu_k[bad].tolist()}; "
+                "Coulomb friction needs 0 <= mu_kinetic <= mu_static."
+            )
 
 
 def _loop_kind(adjoint: diffrax.AbstractAdjoint) -> Literal["lax", "checkpointed", "bounded"]:

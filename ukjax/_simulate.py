@@ -13,29 +13,27 @@ import numpy as np
 from jax.core import Tracer
 from jaxtyping import ArrayLike, Float
 
-from ._adjoint import default_adjoint, replays
+from ._adjoint import default_adjoint
 from ._contact import AbstractContact, Impact, check_contact
-from ._errors import code_error_if
-from ._events import EventLog
+from ._driver import AbstractDriver
 from ._field import Field
 from ._friction import (
     AbstractFriction,
     check_friction,
     declares_friction,
     default_friction,
-    friction_state,
-    invalid_coefficients,
 )
-from ._hybrid import HybridIntegration
+from ._hybrid import EventDriver
 from ._impulse import Impulses
-from ._initial import AbstractInitialConditions, InitialCheck, check_initial_policy
+from ._initial import AbstractInitialConditions, check_initial_policy
 from ._integrators import default_controller, default_solver
 from ._latches import num_latches
 from ._precision import full_precision
 from ._probe import probe_indexing
-from ._results import RESULTS, code_of, name_of
+from ._results import RESULTS
+from ._smooth import SmoothDriver
+from ._solution import Solution
 from ._stabilization import AbstractStabilization, check_stabilization
-from ._stage_loop import StageLoop, unrollable
 from ._stepping import Stepping
 from ._system import System, check_state, floatify
 from ._uk import default_consistency_tol
@@ -43,198 +41,17 @@ from ._uk_solvers import AbstractUKSolver, check_uk_solver
 from ._xla import is_concrete, jit
 
 
-class Solution(eqx.Module):
-    """The result of :func:`simulate`.
-
-    - `ts`: (T,) save times.
-    - `q`: (T, n) generalized coordinates at `ts`.
-    - `qd`: (T, n) generalized velocities at `ts`.
-    - `result`: a :class:`ukjax.RESULTS` code (`ukjax.RESULTS.successful` on success).
-      With `throw=False` a failed run returns its code here; the saves from the failure on
-      are NaN (those before it are kept), so no value is mistaken for data.
-    - `stats`: diffrax statistics (`num_steps`, `num_accepted_steps`, ...); for a hybrid
-      run, `num_steps` summed over the segments.
-    - `events`: for a run with contacts or impulses, a :class:`ukjax.EventLog` (time,
-      kind, contact, normal speeds before/after, count); `None` otherwise.
-    - `engaged`: for a run with contacts, (T, k) booleans: which contacts were engaged
-      (a persistent or compliant contact row in the UK equation) at each save.
-    - `sliding`: for a run with :class:`ukjax.Coulomb` friction, (T, k) ints at each
-      save: 0 stuck (or not in contact), +1 / -1 sliding along / against the contact's
-      tangent row (in 3-D: 1 sliding); `None` otherwise.
-    - `latched`: for a system with latches (:meth:`ukjax.System.latches`), (T, L)
-      booleans: which latches were engaged at each save; `None` otherwise.
-
-    Under `jax.vmap` every field gains a leading batch axis. :attr:`status` names the
-    result (``RESULTS`` prints success as ``RESULTS<>``: diffrax's message for it is
-    empty).
-
-    Example:
-        >>> import jax, jax.numpy as jnp, ukjax
-        >>> from ukjax.systems import CartesianPendulum
-        >>> sol = ukjax.simulate(CartesianPendulum(), jnp.array([1.0, 0.0]), jnp.zeros(2),
-        ...                      jnp.linspace(0.0, 1.0, 3))
-        >>> sol.status
-        'successful'
-    """
-
-    ts: jax.Array
-    q: jax.Array
-    qd: jax.Array
-    result: RESULTS
-    stats: dict[str, Any]
-    events: EventLog | None = None
-    engaged: jax.Array | None = None
-    sliding: jax.Array | None = None
-    latched: jax.Array | None = None
-
-    @property
-    def status(self) -> str | np.ndarray:
-        """The name of `result` (``'successful'``, ``'max_steps_reached'``,
-        ``'mass_matrix_not_spd'``, ...): a str for one run, an array of names for a
-        batch. Read on the host (not under `jit`)."""
-        codes = np.asarray(code_of(self.result))
-        names = [name_of(int(c)) for c in codes.ravel()]
-        if codes.ndim == 0:
-            return names[0]
-        return np.array(names, dtype=object).reshape(codes.shape)
-
-
-class _Integration(eqx.Module):
-    """Everything `diffeqsolve` needs besides the initial state and the save times."""
-
-    field: Field
-    initial: AbstractInitialConditions
-    stepping: Stepping
-    progress_meter: diffrax.AbstractProgressMeter
-
-    @property
-    def throw(self) -> bool:
-        return self.field.throw
-
-    def _event(self):
-        """Stops a run whose initial state was refused or whose accepted state fails a UK
-        check: the failure becomes the run's result code (which `throw=True` raises after
-        the solve). None where nothing is to be watched: `throw=True` (whose refused
-        initial state raised before the solve) with the checks off or in the field."""
-        by_event = self.field.check and not self.field.per_stage
-        if self.throw and not by_event:
-            return None
-        refused = lambda t, y, args, **kw: args
-        failed = lambda t, y, args, **kw: self.field.failures(t, y).any()
-        return diffrax.Event((refused, failed) if by_event else (refused,))
-
-    def _result(self, sol, initial: InitialCheck, span) -> RESULTS:
-        result = self.stepping.code(sol)
-        if sol.event_mask is None:
-            return result
-        t_end, y_end = sol.ts[1][-1], sol.ys[1]  # pyright: ignore[reportOptionalSubscript]
-        final = jax.tree_util.tree_map(lambda x: x[-1], y_end)
-        result = RESULTS.where(sol.event_mask[0], initial.code, result)
-        if len(sol.event_mask) < 2:
-            return result
-        fired = sol.event_mask[1]
-        stalled = (result != RESULTS.successful) & ~sol.event_mask[0] & ~fired
-        named, failures = self.field.end_code(t_end, final, span, fired, stalled)
-        result = RESULTS.where(fired | (named != RESULTS.successful), named, result)
-        if self.throw:  # the numbers, printed before the error raised on the result
-            result = self.field.report(failures, named != RESULTS.successful, result)
-        return result
-
-    def _saveat(self, ts, record: bool) -> diffrax.SaveAt:
-        """Saves at `ts` (through the stabilisation's save function); with the run-time
-        event, also the final state (it names the failure the event caught); when
-        `record`, also every accepted step (for :func:`ukjax._adjoint.replay_solve`).
-        Without the last two, a plain SaveAt: diffrax's BacksolveAdjoint refuses
-        SaveAt(subs=...)."""
-        fn = self.stepping.save_fn(self.field)
-        extra = [] if self._event() is None else [diffrax.SubSaveAt(t1=True)]
-        extra += [diffrax.SubSaveAt(steps=True)] if record else []
-        if not extra:
-            return diffrax.SaveAt(ts=ts) if fn is None else diffrax.SaveAt(ts=ts, fn=fn)
-        return diffrax.SaveAt(subs=[self.stepping.saves(self.field, ts), *extra])
-
-    def _replay_solver(self) -> diffrax.AbstractSolver:
-        """The solver :meth:`step` replays: the run's method in a :class:`ukjax.StageLoop`
-        where it can be (an explicit Runge-Kutta method of one tableau), the same method
-        and dense output. Differentiating diffrax's own stage loop (a checkpointed while
-        loop) evaluates every stage's vector field again in the backward pass, one step
-        at a time, before transposing it; the StageLoop's `fori_loop` keeps the stages'
-        residuals from the batched replay instead, which lowered the cost of a gradient
-        relative to the forward run on every chain of `benchmarks/gradients.py`
-        (`benchmarks/RESULTS.md`, gradients section; :class:`ukjax.Unrolled` gained less
-        and compiled twice as long)."""
-        solver = self.stepping.solver
-        return self.stepping.wrap(self.field, StageLoop(solver) if unrollable(solver) else solver)
-
-    def forward(self, y0, ts, args, record: bool):
-        """The diffrax solve from `y0` at `ts[0]`, saved at `ts`; with `record`, also the
-        accepted steps' end times and states (see :class:`ukjax.ReplayAdjoint`)."""
-        sol = self.stepping.solve(
-            self.field,
-            ts[0],
-            ts[-1],
-            y0,
-            args,
-            self._saveat(ts, record),
-            self._event(),
-            adjoint=diffrax.RecursiveCheckpointAdjoint() if record else None,
-            progress_meter=self.progress_meter,
-        )
-        if not record:
-            return sol, None
-        *ts_, steps_t = sol.ts  # pyright: ignore[reportGeneralTypeIssues]
-        *ys_, steps_y = sol.ys  # pyright: ignore[reportGeneralTypeIssues]
-        one = len(ts_) == 1
-        sol = eqx.tree_at(
-            lambda s: (s.ts, s.ys), sol, (ts_[0] if one else ts_, ys_[0] if one else ys_)
-        )
-        return sol, (steps_t, steps_y)
-
-    def step(self, t0, t1, y0, args):
-        """One step of the run's solver from (t0, y0) to t1, its first stage evaluated at
-        y0 (`made_jump`): the new state and the step's dense output. The UK checks are
-        off: this replays a step the forward run took (and checked)."""
-        terms = diffrax.ODETerm(dataclasses.replace(self.field, check=False))
-        solver = self._replay_solver()
-        state = solver.init(terms, t0, t1, y0, args)
-        y1, _, dense, _, _ = solver.step(terms, t0, t1, y0, args, state, True)
-        return y1, dense
-
-    def save(self, t0, t1, dense, t, args):
-        """The value saved at t in [t0, t1] from the step's dense output."""
-        y = self._replay_solver().interpolation_cls(t0=t0, t1=t1, **dense).evaluate(t)
-        fn = self.stepping.save_fn(self.field)
-        return y if fn is None else fn(t, y, args)
-
-    def __call__(self, q0, qd0, ts) -> Solution:
-        system = self.field.system
-        q0, qd0, initial = self.initial.apply(system, ts[0], q0, qd0)
-        refused = initial.code != RESULTS.successful
-        if self.throw and not initial.checked:
-            q0 = code_error_if(
-                q0, refused, initial.code, "ukjax: initial state refused", **initial.values
-            )
-        stepping = self.stepping
-        if replays(stepping.adjoint, stepping.solver, stepping.max_steps):
-            sol = stepping.adjoint.solve(self, (q0, qd0), ts, refused)  # pyright: ignore[reportAttributeAccessIssue]
-        else:
-            sol = self.forward((q0, qd0), ts, refused, False)[0]
-        event = self._event()
-        result = self._result(sol, initial, jnp.abs(ts[-1] - ts[0]))
-        if event is None:
-            saved_ts, saved = sol.ts, sol.ys
-        else:
-            saved_ts, saved = sol.ts[0], sol.ys[0]  # pyright: ignore[reportOptionalSubscript]
-        reached = jnp.isfinite(saved_ts)[:, None]  # pyright: ignore[reportArgumentType]
-        q, qd = (jnp.where(reached, x, jnp.nan) for x in saved)  # pyright: ignore[reportOptionalIterable]
-        if self.throw:
-            q = result.error_if(q, result != RESULTS.successful)
-        return Solution(ts=ts, q=q, qd=qd, result=result, stats=sol.stats)
-
-
 @jit(batched=False)
-def _integrate(integration: _Integration, q0, qd0, ts) -> Solution:
-    return integration(q0, qd0, ts)
+def run(driver: AbstractDriver, q0, qd0, ts) -> Solution:
+    """The one path of every run, from the initial state to the :class:`Solution`: the
+    initial-condition policy applies, the driver integrates (:mod:`ukjax._driver`), and a
+    failure is raised (`throw=True`) or returned in `result`."""
+    q0, qd0, initial = driver.initial.apply(driver.field.system, ts[0], q0, qd0)
+    sol = driver.integrate(q0, qd0, ts, initial)
+    if not driver.throw:
+        return sol
+    failed = sol.result != RESULTS.successful
+    return eqx.tree_at(lambda s: s.q, sol, sol.result.error_if(sol.q, failed))
 
 
 MAX_STEPS = 100_000  # simulate's default bound on the number of steps
@@ -376,10 +193,11 @@ def simulate(
     - `uk_solver`, `check`, `consistency_tol`: as in :func:`ukjax.udwadia_kalaba`; the
       default `consistency_tol` is raised to $\sqrt{\mathrm{rtol}}$ when that is larger
       (drift off redundant constraints grows with the integration tolerance). The checks
-      run at every right-hand-side evaluation of a single trajectory with `throw=True`
-      (raising from inside the solve), and at every accepted step otherwise (under
-      `jax.vmap`, with `throw=False`): the run stops at the first state that fails, and
-      `throw=True` raises its code after the solve.
+      run at every accepted step: the run stops at the first state that fails, and
+      `throw=True` raises its code after the solve (`throw=False` returns it), the same
+      failure either way. (With diffrax's `BacksolveAdjoint` or `ImplicitAdjoint`, which
+      refuse events, they run at every right-hand-side evaluation, raising from inside
+      the solve; in an event-driven run with `throw=True` too.)
     - `throw`: raise an `equinox.EquinoxRuntimeError` whose message names the failure
       and the fix if the run fails (default); `False`: return the code in
       `solution.result` instead (a :class:`ukjax.RESULTS` item), with NaN in the saves from
@@ -462,32 +280,38 @@ def simulate(
         max_steps=max_steps,
     )
     settings: dict[str, Any] = dict(initial=initial, stepping=stepping)
-    hybrid = _hybrid_integration(field, q0, ts, contact, impulses, max_events, friction, settings)
-    if hybrid is not None:  # contacts or impulses: the event-driven driver (ukjax._hybrid)
-        if throw and is_concrete(system, q0, ts):
-            _refuse_penetration(hybrid, ts[0], q0)
-            _refuse_friction(hybrid, ts[0], q0)
-        return _integrate_hybrid(hybrid, q0, qd0, ts)
-    if stabilization is None:
-        field = eqx.tree_at(lambda f: f.stabilization, field, given_initial.default_stabilization())
-    field.stabilization.check_adjoint(stepping.adjoint)
-    integration = _Integration(
-        field=_place_checks(field, stepping.adjoint),
+    # contacts, impulses or latches: the event-driven driver; else the smooth one
+    driver = _event_driver(field, q0, ts, contact, impulses, max_events, friction, settings)
+    if driver is None:
+        if stabilization is None:
+            default = given_initial.default_stabilization()
+            field = eqx.tree_at(lambda f: f.stabilization, field, default)
+        driver = _smooth_driver(field, progress_meter, settings)
+    if throw and is_concrete(system, q0, ts):
+        driver.refuse(t0, q0)
+    return run(driver, q0, qd0, ts)
+
+
+def _smooth_driver(field: Field, progress_meter, settings) -> SmoothDriver:
+    """The smooth driver, its checks placed by :func:`_place_checks`."""
+    field.stabilization.check_adjoint(settings["stepping"].adjoint)
+    return SmoothDriver(
+        field=_place_checks(field, settings["stepping"].adjoint),
         progress_meter=diffrax.NoProgressMeter() if progress_meter is None else progress_meter,
         **settings,
     )
-    return _integrate(integration, q0, qd0, ts)
 
 
 def _place_checks(field: Field, adjoint) -> Field:
     """Where a smooth run's checks go, decided by its arguments alone (one program however
-    the run is transformed; the solver runs as given, and a wide `jax.vmap` runs faster
-    with the batch forms :func:`ukjax.sweep` passes itself, `ukjax.StageLoop` and
-    `ukjax.Unrolled`). The field with its checks at every stage, raising from inside the solve
-    (`throw=True`, and the adjoints that refuse events, `BacksolveAdjoint` and
-    `ImplicitAdjoint`, which can raise but not return a code: `throw=False` is refused
-    for them), or in the run's failure event, which stops the run at the first accepted
-    state that fails and returns its code (`throw=False`: each `vmap` member its own)."""
+    the run is transformed). In the run's failure event, which stops the run at the first
+    accepted state that fails; `throw=False` returns its code (each `vmap` member its
+    own), `throw=True` raises it after the solve with its numbers printed, so both name the
+    same failure at the same state. The event costs one UK evaluation per accepted step;
+    checks at every stage cost conditionals at each of the method's stages, 1.2-1.5x a
+    default run (`benchmarks/RESULTS.md`). At every stage, raising from inside the solve,
+    only for the adjoints that refuse events (`BacksolveAdjoint`, `ImplicitAdjoint`),
+    which can raise but not return a code: `throw=False` is refused for them."""
     refuses = isinstance(adjoint, (diffrax.BacksolveAdjoint, diffrax.ImplicitAdjoint))
     if refuses and not field.throw:
         raise ValueError(
@@ -495,7 +319,7 @@ def _place_checks(field: Field, adjoint) -> Field:
             "adjoint refuses the solve's events): use throw=True, or another adjoint "
             "(the default, or diffrax.RecursiveCheckpointAdjoint())."
         )
-    return dataclasses.replace(field, per_stage=refuses or field.throw)
+    return dataclasses.replace(field, per_stage=refuses)
 
 
 def _adjoint(adjoint, max_steps, y0) -> diffrax.AbstractAdjoint:
@@ -520,10 +344,10 @@ def _friction_law(system: System, friction, has_contacts: bool, t0, q0) -> Abstr
     return None if law is None else floatify(check_friction(law))
 
 
-def _hybrid_integration(
+def _event_driver(
     field: Field, q0, ts, contact, impulses, max_events, friction, settings
-) -> HybridIntegration | None:
-    """The hybrid integration, or None when the run has neither contacts nor impulses."""
+) -> EventDriver | None:
+    """The event-driven driver, or None when the run has no contacts, impulses or latches."""
     system = field.system
     t0 = jax.ShapeDtypeStruct((), ts.dtype)  # (ts[0] on a concrete ts is an eager op)
     out = jax.eval_shape(lambda t, q: system.unilateral(t, q), t0, q0)
@@ -551,66 +375,13 @@ def _hybrid_integration(
             )
     law = floatify(check_contact(Impact() if contact is None else contact))
     # the checks of a run with contacts: at every stage with throw=True, else on each
-    # segment's end state (HybridIntegration._segment_result)
+    # segment's end state (EventDriver._segment_result)
     hybrid_field = dataclasses.replace(field, per_stage=True, contact=law, friction=friction_law)
-    return HybridIntegration(
+    return EventDriver(
         field=hybrid_field,
         impulses=impulses,
         max_events=max_events,
         num_contacts=0 if out is None else out.shape[0],
         num_latches=latches,
         **settings,
-    )
-
-
-def _refuse_penetration(hybrid: HybridIntegration, t0, q0) -> None:
-    """A plain ValueError (throw=True, concrete inputs) for a rigid contact violated at t0."""
-    law, system = hybrid.law, hybrid.field.system
-    if not hybrid.num_contacts:
-        return
-    g = jnp.asarray(system.unilateral(t0, q0), q0.dtype)
-    bad = np.flatnonzero(np.asarray(law.penetrating(g)))
-    g = np.asarray(g)
-    if bad.size:
-        raise ValueError(
-            f"The initial state violates unilateral constraint(s) {bad.tolist()} of "
-            f"{type(system).__name__}: g = {g[bad].tolist()} < 0 (the system starts inside an "
-            "obstacle). Move q0 to the admissible side g >= 0."
-        )
-
-
-def _refuse_friction(hybrid: HybridIntegration, t0, q0) -> None:
-    """A plain ValueError (throw=True, concrete inputs) for invalid friction coefficients."""
-    if hybrid.field.friction is None:
-        return
-    fs = friction_state(hybrid.field.system, t0, q0, jnp.zeros_like(q0), hybrid.num_contacts)
-    mu_s, mu_k = np.asarray(fs.mu_s), np.asarray(fs.mu_k)
-    bad = np.flatnonzero(np.asarray(invalid_coefficients(fs)))
-    if bad.size:
-        raise ValueError(
-            f"{type(hybrid.field.system).__name__}.friction: contact(s) {bad.tolist()} have "
-            f"mu_static = {mu_s[bad].tolist()} and mu_kinetic = {mu_k[bad].tolist()}; Coulomb "
-            "friction needs 0 <= mu_kinetic <= mu_static."
-        )
-
-
-@jit(batched=False)
-def _integrate_hybrid(integration: HybridIntegration, q0, qd0, ts) -> Solution:
-    c = integration(q0, qd0, ts)
-    q, qd, result = c.saved_q, c.saved_qd, c.result
-    if integration.throw:
-        q = result.error_if(q, result != RESULTS.successful)
-    stats = {"num_steps": c.steps, "num_events": c.log.count}
-    field = integration.field
-    sliding = None if field.friction is None else field.friction.recorded(c.saved_mode.sliding)
-    return Solution(
-        ts=ts,
-        q=q,
-        qd=qd,
-        result=result,
-        stats=stats,
-        events=c.log,
-        engaged=c.saved_mode.engaged,
-        sliding=sliding,
-        latched=c.saved_mode.latched,
     )

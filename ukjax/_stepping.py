@@ -20,6 +20,7 @@ import jax.numpy as jnp
 
 from ._field import Field
 from ._results import RESULTS, promote
+from ._stage_loop import StageLoop, unrollable
 from ._wrapped import guard, guards, name_collapse
 
 
@@ -86,9 +87,13 @@ class Stepping(eqx.Module):
     max_steps: int | None = eqx.field(static=True)
 
     def wrap(self, field: Field, solver: diffrax.AbstractSolver | None = None):
-        """`solver` (default the run's) with the field's stabilisation wrapper and the
-        stall guard (:func:`ukjax._wrapped.guard`)."""
+        """`solver` (default the run's) as it runs: an explicit Runge-Kutta method of one
+        tableau in a :class:`ukjax.StageLoop` (the same method, its stages in a loop of
+        sums: faster in single runs and under `jax.vmap` alike, `benchmarks/RESULTS.md`),
+        inside the field's stabilisation wrapper and the stall guard
+        (:func:`ukjax._wrapped.guard`)."""
         solver = self.solver if solver is None else solver
+        solver = StageLoop(solver) if unrollable(solver) else solver
         solver = field.stabilization.wrap_solver(solver, field.system)
         return guard(solver, self.stepsize_controller)
 
