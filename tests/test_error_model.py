@@ -475,8 +475,8 @@ def test_a_hybrid_run_names_a_failure_ahead_of_its_accepted_steps():
 def test_the_run_program_does_not_depend_on_how_it_is_traced():
     """The checks' placement is decided by the run's arguments alone: the same under a
     plain call, vmap, grad, vmap of grad, jit of vmap and forward mode through a jit.
-    both throw=True and throw=False check by the failure event (one failure, named the
-    same way); an adjoint that refuses events checks in the field."""
+    throw=True checks every stage inside the field, throw=False by the failure event (it
+    returns codes); an adjoint that refuses events checks in the field."""
     from ukjax._field import Field
     from ukjax._simulate import _place_checks
 
@@ -502,7 +502,7 @@ def test_the_run_program_does_not_depend_on_how_it_is_traced():
         jax.jit(jax.vmap(f))(batch), jax.jacfwd(jax.jit(f))(Q0)
         return seen
 
-    assert placement(True, ukjax.ReplayAdjoint()) == [False] * 6
+    assert placement(True, ukjax.ReplayAdjoint()) == [True] * 6
     assert placement(False, ukjax.ReplayAdjoint()) == [False] * 6
     assert placement(True, diffrax.BacksolveAdjoint()) == [True] * 6
 

@@ -483,7 +483,11 @@ def test_a_capsule_tipping_over_on_a_rough_floor_slips_once_then_lands_flat():
     E = jax.vmap(lambda q, qd: rod.kinetic_energy(0.0, q, qd) + rod.potential_energy(0.0, q))(
         sol.q, sol.qd
     )
-    assert float(jnp.diff(E).max()) < 1e-9
+    # never rising beyond the integration error of the pivoting phase (stuck end, no
+    # dissipation; about 3,500 steps at rtol 1e-12 on E = 22 J: rises up to 0.95e-9 in
+    # diffrax's stage loop and 1.4e-9 in the StageLoop measured); an impact or a slip
+    # that added energy would be orders of magnitude above
+    assert float(jnp.diff(E).max()) < 5e-9
     np.testing.assert_allclose(sol.q[-1, 2], r, atol=1e-9)  # lying on the floor
     assert float(jnp.abs(rod.qvel(sol.q[-1], sol.qd[-1])).max()) < 1e-9  # at rest
     # just before the slip, the end is held by friction at the edge of the cone

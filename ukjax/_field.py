@@ -112,9 +112,8 @@ class Field(eqx.Module):
     diffrax `args` of a run with contacts is its :class:`Mode`.
 
     Where the run's checks happen (`check`): with `per_stage`, inside the field at every
-    stage, raising from inside the solve (adjoints that refuse events, diffrax's
-    `BacksolveAdjoint`, and the segments of an event-driven run with `throw=True`; see
-    :func:`ukjax._simulate._place_checks`); otherwise
+    stage, raising from inside the solve (`throw=True`, and adjoints that refuse events,
+    diffrax's `BacksolveAdjoint`; see :func:`ukjax._simulate._place_checks`); otherwise
     the smooth run's failure event checks every accepted step and stops the run at the
     first state that fails (`throw=True` then raises that code after the solve, with its
     numbers printed), and an event-driven run checks each segment's end state. The event

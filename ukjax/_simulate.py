@@ -158,7 +158,10 @@ def simulate(
     - `system`: a :class:`ukjax.System`.
     - `q0`, `qd0`: (n,) initial coordinates and velocities.
     - `ts`: (T,) increasing save times, T >= 2; integration runs from `ts[0]` to `ts[-1]`.
-    - `solver`: a diffrax solver; default `diffrax.Dopri8()` (8th order, adaptive).
+    - `solver`: a diffrax solver; default `diffrax.Dopri8()` (8th order, adaptive). An
+      explicit Runge-Kutta method of one tableau (Dopri8, Dopri5, Tsit5, `ukjax.RK4`, ...)
+      runs in a :class:`ukjax.StageLoop`: the same method and steps, its stages in a loop
+      of sums (faster, in single runs and under `jax.vmap`).
     - `rtol`, `atol`: tolerances of the default PID step-size controller; default 1e-12
       in float64 and 1e-6 in float32.
     - `stepsize_controller`: any diffrax controller (e.g. `diffrax.ConstantStepSize()`
@@ -192,12 +195,10 @@ def simulate(
       `ukjax.IgnoreInitial()`.
     - `uk_solver`, `check`, `consistency_tol`: as in :func:`ukjax.udwadia_kalaba`; the
       default `consistency_tol` is raised to $\sqrt{\mathrm{rtol}}$ when that is larger
-      (drift off redundant constraints grows with the integration tolerance). The checks
-      run at every accepted step: the run stops at the first state that fails, and
-      `throw=True` raises its code after the solve (`throw=False` returns it), the same
-      failure either way. (With diffrax's `BacksolveAdjoint` or `ImplicitAdjoint`, which
-      refuse events, they run at every right-hand-side evaluation, raising from inside
-      the solve; in an event-driven run with `throw=True` too.)
+      (drift off redundant constraints grows with the integration tolerance). With
+      `throw=True` the checks run at every right-hand-side evaluation (raising from inside
+      the solve); with `throw=False` at every accepted step: the run stops at the first
+      state that fails and returns its code.
     - `throw`: raise an `equinox.EquinoxRuntimeError` whose message names the failure
       and the fix if the run fails (default); `False`: return the code in
       `solution.result` instead (a :class:`ukjax.RESULTS` item), with NaN in the saves from
@@ -231,9 +232,8 @@ def simulate(
     `equinox.filter_vmap`), `jax.grad`, `jax.jacfwd`, `jax.jvp` and `jax.hessian` (with
     respect to the system's fields and the initial state), composed in any order: the
     program depends on the arguments only, never on how the call is transformed. For a
-    wide `jax.vmap` of runs, :func:`ukjax.sweep` (or a batch form of the solver that it
-    passes itself, `solver=ukjax.StageLoop(diffrax.Dopri8())` or
-    `ukjax.Unrolled(diffrax.Tsit5())`, with `throw=False`) runs faster.
+    wide batch of runs, :func:`ukjax.sweep` runs its chunks on every core (and writes out
+    the stages of methods of at most 7 stages, :class:`ukjax.Unrolled`).
 
     Example:
         >>> import jax, jax.numpy as jnp, ukjax
@@ -304,14 +304,12 @@ def _smooth_driver(field: Field, progress_meter, settings) -> SmoothDriver:
 
 def _place_checks(field: Field, adjoint) -> Field:
     """Where a smooth run's checks go, decided by its arguments alone (one program however
-    the run is transformed). In the run's failure event, which stops the run at the first
-    accepted state that fails; `throw=False` returns its code (each `vmap` member its
-    own), `throw=True` raises it after the solve with its numbers printed, so both name the
-    same failure at the same state. The event costs one UK evaluation per accepted step;
-    checks at every stage cost conditionals at each of the method's stages, 1.2-1.5x a
-    default run (`benchmarks/RESULTS.md`). At every stage, raising from inside the solve,
-    only for the adjoints that refuse events (`BacksolveAdjoint`, `ImplicitAdjoint`),
-    which can raise but not return a code: `throw=False` is refused for them."""
+    the run is transformed). The field with its checks at every stage, raising from inside
+    the solve (`throw=True`, and the adjoints that refuse events, `BacksolveAdjoint` and
+    `ImplicitAdjoint`, which can raise but not return a code: `throw=False` is refused
+    for them), or in the run's failure event, which stops the run at the first accepted
+    state that fails and returns its code (`throw=False`: each `vmap` member its own;
+    cheaper, `benchmarks/RESULTS.md`, StageLoop section)."""
     refuses = isinstance(adjoint, (diffrax.BacksolveAdjoint, diffrax.ImplicitAdjoint))
     if refuses and not field.throw:
         raise ValueError(
@@ -319,7 +317,7 @@ def _place_checks(field: Field, adjoint) -> Field:
             "adjoint refuses the solve's events): use throw=True, or another adjoint "
             "(the default, or diffrax.RecursiveCheckpointAdjoint())."
         )
-    return dataclasses.replace(field, per_stage=refuses)
+    return dataclasses.replace(field, per_stage=refuses or field.throw)
 
 
 def _adjoint(adjoint, max_steps, y0) -> diffrax.AbstractAdjoint:

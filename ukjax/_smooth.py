@@ -2,10 +2,11 @@ r"""The smooth driver of :func:`ukjax.simulate`: one diffrax solve over the save
 
 A run without contacts, impulses or latches is one `diffrax.diffeqsolve` of the run's
 :class:`ukjax._field.Field` from `ts[0]` to `ts[-1]` (:meth:`ukjax._stepping.Stepping.solve`),
-saved at `ts`. Its UK checks run either at every stage (raising from inside the solve) or
-as a diffrax event on every accepted step, which stops the run at the first state that
-fails and names it (:meth:`SmoothDriver._result`). Its derivative is the run's adjoint:
-the default :class:`ukjax.ReplayAdjoint` replays the accepted steps through
+saved at `ts`. Its UK checks run either at every stage (raising from inside the solve:
+`throw=True`) or as a diffrax event on every accepted step, which stops the run at the
+first state that fails and names it (:meth:`SmoothDriver._result`). Its derivative is
+the run's adjoint: the default :class:`ukjax.ReplayAdjoint` replays the accepted steps
+through
 :meth:`SmoothDriver.forward`, :meth:`SmoothDriver.step` and :meth:`SmoothDriver.save`.
 
 Example (a pendulum in Cartesian coordinates through `simulate`, which builds this
