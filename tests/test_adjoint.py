@@ -228,6 +228,7 @@ def test_forward_mode_under_vmap_equals_reverse_mode():
     np.testing.assert_allclose(tangents, forward[:2], rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.slow  # default-suite time (7 s)
 def test_the_reverse_only_replay_refuses_forward_mode():
     """ReverseReplayAdjoint is a custom VJP: forward mode raises JAX's error (the default
     ReplayAdjoint and diffrax.ForwardMode() take it)."""

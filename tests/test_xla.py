@@ -86,6 +86,7 @@ def test_compiler_options_leave_a_user_setting_alone(monkeypatch):
     assert ukjax.compiler_options(batched=False) == {}
 
 
+@pytest.mark.slow  # default-suite time (7 s)
 def test_simulate_at_top_level_matches_a_users_jit():
     """simulate's own program (compiled with compiler_options(batched=False) when it is
     the outermost program) and the same solve under a user's jit (compiled with JAX's

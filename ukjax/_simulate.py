@@ -159,9 +159,9 @@ def simulate(
     - `q0`, `qd0`: (n,) initial coordinates and velocities.
     - `ts`: (T,) increasing save times, T >= 2; integration runs from `ts[0]` to `ts[-1]`.
     - `solver`: a diffrax solver; default `diffrax.Dopri8()` (8th order, adaptive). An
-      explicit Runge-Kutta method of one tableau (Dopri8, Dopri5, Tsit5, `ukjax.RK4`, ...)
-      runs in a :class:`ukjax.StageLoop`: the same method and steps, its stages in a loop
-      of sums (faster, in single runs and under `jax.vmap`).
+      explicit Runge-Kutta method of one tableau and more than 7 stages (Dopri8) runs in a
+      :class:`ukjax.StageLoop`: the same method and steps, its stages in a loop of sums
+      (faster, in single runs and under `jax.vmap`).
     - `rtol`, `atol`: tolerances of the default PID step-size controller; default 1e-12
       in float64 and 1e-6 in float32.
     - `stepsize_controller`: any diffrax controller (e.g. `diffrax.ConstantStepSize()`
@@ -233,7 +233,8 @@ def simulate(
     respect to the system's fields and the initial state), composed in any order: the
     program depends on the arguments only, never on how the call is transformed. For a
     wide batch of runs, :func:`ukjax.sweep` runs its chunks on every core (and writes out
-    the stages of methods of at most 7 stages, :class:`ukjax.Unrolled`).
+    the stages of methods of at most 7 stages, :class:`ukjax.Unrolled`; pass that, or
+    `throw=False`, to a wide `jax.vmap` yourself).
 
     Example:
         >>> import jax, jax.numpy as jnp, ukjax

@@ -35,6 +35,7 @@ from ._field import Field
 from ._initial import AbstractInitialConditions, InitialCheck
 from ._results import RESULTS
 from ._solution import Solution
+from ._stage_loop import StageLoop, unrollable
 from ._stepping import Stepping
 
 
@@ -89,13 +90,15 @@ class SmoothDriver(AbstractDriver):
         return diffrax.SaveAt(subs=[self.stepping.saves(self.field, ts), *extra])
 
     def _replay_solver(self) -> diffrax.AbstractSolver:
-        """The solver :meth:`step` replays: the run's, as it runs
-        (:meth:`ukjax._stepping.Stepping.wrap`: an explicit Runge-Kutta method of one
-        tableau in a :class:`ukjax.StageLoop`, whose `fori_loop` keeps the stages'
-        residuals from the batched replay where differentiating diffrax's checkpointed
-        stage loop evaluated every stage again in the backward pass,
-        `benchmarks/RESULTS.md`, gradients section)."""
-        return self.stepping.wrap(self.field)
+        """The solver :meth:`step` replays: the run's method in a :class:`ukjax.StageLoop`
+        where it can be (an explicit Runge-Kutta method of one tableau), the same method
+        and dense output. Differentiating diffrax's own stage loop (a checkpointed while
+        loop) evaluates every stage's vector field again in the backward pass, one step
+        at a time, before transposing it; the StageLoop's `fori_loop` keeps the stages'
+        residuals from the batched replay instead (`benchmarks/RESULTS.md`, gradients
+        section)."""
+        solver = self.stepping.solver
+        return self.stepping.wrap(self.field, StageLoop(solver) if unrollable(solver) else solver)
 
     def forward(self, y0, ts, args, record: bool):
         """The diffrax solve from `y0` at `ts[0]`, saved at `ts`; with `record`, also the

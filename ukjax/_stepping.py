@@ -59,6 +59,14 @@ class Lookahead(diffrax.AbstractStepSizeController):
         return keep, next_t0, self._bound(next_t0, next_t1, y, args), jump, state, result
 
 
+MIN_LOOPED_STAGES = 8  # explicit methods from this many stages run in a StageLoop
+
+
+def _many_stages(solver: diffrax.AbstractSolver) -> bool:
+    """Whether `solver` runs in a :class:`ukjax.StageLoop` (:meth:`Stepping.wrap`)."""
+    return unrollable(solver) and len(solver.tableau.c) + 1 >= MIN_LOOPED_STAGES  # pyright: ignore[reportAttributeAccessIssue]
+
+
 class Stepping(eqx.Module):
     """The integration settings of a run and the diffrax solve they make (module docstring).
 
@@ -88,12 +96,13 @@ class Stepping(eqx.Module):
 
     def wrap(self, field: Field, solver: diffrax.AbstractSolver | None = None):
         """`solver` (default the run's) as it runs: an explicit Runge-Kutta method of one
-        tableau in a :class:`ukjax.StageLoop` (the same method, its stages in a loop of
-        sums: faster in single runs and under `jax.vmap` alike, `benchmarks/RESULTS.md`),
-        inside the field's stabilisation wrapper and the stall guard
-        (:func:`ukjax._wrapped.guard`)."""
+        tableau and more than 7 stages (the default `Dopri8`) in a :class:`ukjax.StageLoop`
+        (the same method, its stages in a loop of sums: faster in single runs and under
+        `jax.vmap` alike; for shorter methods, RK4 and Dopri5, it was not in every case,
+        `benchmarks/RESULTS.md`), inside the field's stabilisation wrapper and the stall
+        guard (:func:`ukjax._wrapped.guard`)."""
         solver = self.solver if solver is None else solver
-        solver = StageLoop(solver) if unrollable(solver) else solver
+        solver = StageLoop(solver) if _many_stages(solver) else solver
         solver = field.stabilization.wrap_solver(solver, field.system)
         return guard(solver, self.stepsize_controller)
 
