@@ -13,7 +13,6 @@ driver (:mod:`ukjax._simulate`), the event-driven one (:mod:`ukjax._hybrid`),
 from __future__ import annotations
 
 import warnings
-from typing import cast
 
 import equinox as eqx
 import jax
@@ -47,8 +46,8 @@ from ._precision import full_precision
 from ._residuals import as_rows, second_along_motion
 from ._results import RESULTS
 from ._stabilization import AbstractStabilization, NoStabilization
-from ._system import System, as_time, check_state, floatify, overrides
-from ._uk import Failures, report_failures
+from ._system import System, as_time, check_state, floatify
+from ._uk import Failures
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
 from ._wrapped import probe_failures
 
@@ -213,13 +212,6 @@ class Field(eqx.Module):
         named = jax.tree_util.tree_map(lambda a, b: jnp.where(fired, a, b), here, ahead)
         code = RESULTS.where(fired | stalled, named.code(), RESULTS.successful)
         return code, named
-
-    def report(self, failures: Failures, where, through: RESULTS) -> RESULTS:
-        """Print the numbers of the `failures` (those that named a `throw=True` run's
-        failure) where `where` holds; returns `through` after them."""
-        servo = overrides(self.system, "infeasibility")
-        printed = report_failures(failures, servo=servo, where=where, through=through)
-        return cast(RESULTS, printed)
 
     def __call__(self, t, y, args):
         return _field_call(self, t, y, None if self.contact is None else args)
