@@ -35,11 +35,12 @@ ukjax's.
   the XLA options `simulate` and `sweep` compile their own programs with (on this jaxlib:
   no YNNPACK library fusions, see `ukjax._xla`).
 - `vmap Unrolled`: plain `jax.jit(jax.vmap(simulate))` with `solver=ukjax.Unrolled(...)`
-  (the same method with its stages written out). `sweep` and a forward `vmap` of
-  `simulate` do this themselves for methods of at most 7 stages (Dopri5 here: the
-  Unrolled columns of the 1e-8 rows are the `sweep` and `vmap` columns); Dopri8
-  (14 stages, the 1e-12 rows) they run in `ukjax.StageLoop` (a loop of sums over the
-  stage buffer); the two Unrolled columns time `ukjax.Unrolled(diffrax.Dopri8())`.
+  (the same method with its stages written out). `sweep` does this itself for methods
+  of at most 7 stages (Dopri5 here: the sweep Unrolled column of the 1e-8 rows is the
+  sweep column); a plain `simulate` (since stop 40 the same program however it is
+  transformed) runs Dopri5 in diffrax's loop, and Dopri8 (14 stages, the 1e-12 rows) in
+  `ukjax.StageLoop` (a loop of sums over the stage buffer), as `sweep` does; the
+  Unrolled columns time `ukjax.Unrolled(...)` of the row's method.
 
 Every run time (and the peer's time per trajectory) is the best of `--rounds` rounds (3):
 each round runs sweep, vmap, vmap+opts and the peer once, in turn, so that all four see
@@ -245,10 +246,11 @@ def main():
             opts_c, _, _ = compile_vmap(system, q0, qd0, ts, tol, solver, opts)
             vq_c, _, compile_vq = compile_vmap(system, q0, qd0, ts, tol, solver, q_only=True)
             unrolled = lambda: ukjax.Unrolled(solver())
-            # sweep and a forward vmap already write out the stages of this solver: the
-            # Unrolled columns are the sweep and vmap columns
+            # sweep already writes out the stages of this solver (its Unrolled column is
+            # the sweep column); a plain vmap does not (since stop 40 it runs the program
+            # of a single run): its Unrolled column is measured
             sweep_unrolls = isinstance(batched_solver(solver()), ukjax.Unrolled)
-            if args.no_unrolled or sweep_unrolls:
+            if args.no_unrolled:
                 unr_c, compile_u = None, np.nan
             else:
                 unr_c, _, compile_u = compile_vmap(system, q0, qd0, ts, tol, unrolled)
@@ -287,9 +289,8 @@ def main():
             run_u, run_su, run_vq = best("unr"), best("sweep_unr"), best("vmap_q")
             run_s1 = best("sweep1")
             compile_s, compile_su = first_s - run_s, first_su - run_su
-            if sweep_unrolls:  # the sweep and vmap columns are the written-out ones
+            if sweep_unrolls:  # the sweep column is the written-out one
                 run_su, compile_su = run_s, compile_s
-                run_u, compile_u = run_v, compile_v
             q_v = np.asarray(q_v.q)
             peer_total = peer * args.batch
             row = {
@@ -360,10 +361,9 @@ def main():
                 f"  jit(vmap, compiler_options=ukjax.compiler_options())  run {run_o:7.2f} s  "
                 f"{row['ratio_vmap_options']:,.0f}x the peer"
             )
-            if unr_c is not None or sweep_unrolls:
-                label = "= jit(vmap)" if sweep_unrolls else f"compile {compile_u:5.2f} s"
+            if unr_c is not None:
                 print(
-                    f"  jit(vmap) Unrolled  run {run_u:7.2f} s  {label}  "
+                    f"  jit(vmap) Unrolled  run {run_u:7.2f} s  compile {compile_u:5.2f} s  "
                     f"{row['ratio_vmap_unrolled']:,.0f}x the peer"
                 )
                 label = "= ukjax.sweep" if sweep_unrolls else f"compile {compile_su:5.2f} s"

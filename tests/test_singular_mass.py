@@ -82,11 +82,15 @@ def test_gradients_through_the_completed_mass_matrix_match_differences():
     np.testing.assert_allclose(g, fd, rtol=1e-6)
 
 
-def test_inertia_the_constraints_do_not_supply_is_a_result_code_not_inf():
-    """Untied, the combination qd0 - qd1 has no inertia and nothing fixes it."""
+def test_inertia_the_constraints_do_not_supply_is_a_result_code_not_inf(capfd):
+    """Untied, the combination qd0 - qd1 has no inertia and nothing fixes it: the error
+    names that motion and its coordinates."""
     s = SumCoupled(tied=False)
     with pytest.raises(Exception, match="no constraint fixes"):
         ukjax.acceleration(s, 0.0, jnp.zeros(2), jnp.zeros(2))
+    printed = capfd.readouterr().err
+    assert "undetermined motion: dq = [1, -1] (coordinates 0, 1)" in printed
+    assert "semidefinite_mass" not in printed.split("undetermined motion")[1]
     sol = ukjax.simulate(s, jnp.zeros(2), jnp.zeros(2), jnp.linspace(0, 1, 3), throw=False)
     assert sol.result == ukjax.RESULTS.mass_matrix_not_spd
 
@@ -96,6 +100,8 @@ def test_inertia_the_constraints_do_not_supply_is_a_result_code_not_inf():
 
     with pytest.raises(Exception, match="semidefinite_mass"):
         ukjax.acceleration(Undeclared(), 0.0, jnp.zeros(2), jnp.zeros(2))
+    printed = capfd.readouterr().err.split("undetermined motion")[1]
+    assert "dq = [1, -1] (coordinates 0, 1)" in printed and "the constraints fix it" in printed
 
     class Extra(ukjax.System):  # a q0 longer than the system uses: q[1] has no inertia
         def kinetic_energy(self, t, q, qd):
@@ -103,6 +109,22 @@ def test_inertia_the_constraints_do_not_supply_is_a_result_code_not_inf():
 
     sol = ukjax.simulate(Extra(), jnp.zeros(2), jnp.ones(2), jnp.linspace(0, 1, 3), throw=False)
     assert sol.result == ukjax.RESULTS.mass_matrix_not_spd
+    with pytest.raises(Exception, match="no constraint fixes"):
+        ukjax.acceleration(Extra(), 0.0, jnp.zeros(2), jnp.ones(2))
+    assert "dq = [0, 1] (coordinates 1)" in capfd.readouterr().err
+
+
+def test_under_vmap_the_error_names_the_motion_of_the_failing_member(capfd):
+    """A batch of one regular (c = 0.5) and one singular (c = -1: qd0 + qd1 has no
+    inertia) member: the printed direction is the failing member's."""
+    accel = lambda c: ukjax.acceleration(
+        SumCoupled(c=c, tied=False), 0.0, jnp.zeros(2), jnp.zeros(2)
+    )
+    with pytest.raises(Exception, match="no constraint fixes"):
+        jax.block_until_ready(jax.vmap(accel)(jnp.array([0.5, -1.0])))
+    printed = capfd.readouterr().err
+    assert "undetermined motion: dq = [1, 1] (coordinates 0, 1)" in printed
+    assert "the constraints fix it" not in printed
 
 
 def _G(q):

@@ -157,8 +157,9 @@ class Evaluation(eqx.Module):
     terms: UKTerms
     infeasibility: jax.Array | None = None
 
-    def checked_qdd(self, consistency_tol=None) -> jax.Array:
-        """The acceleration, raising at run time if an input or the solve is bad."""
+    def checked_qdd(self, consistency_tol=None, explain: bool = True) -> jax.Array:
+        """The acceleration, raising at run time if an input or the solve is bad (with
+        `explain`, naming the motion a failing M leaves undetermined)."""
         return check_terms(
             self.terms.qdd,
             self.terms,
@@ -166,18 +167,26 @@ class Evaluation(eqx.Module):
             self.inputs.arrays(),
             consistency_tol=consistency_tol,
             infeasibility=self.infeasibility,
+            A=self.inputs.A,
+            explain=explain,
         )
 
     def field_qdd(self, check: bool, throw: bool, consistency_tol=None) -> jax.Array:
         """The acceleration a vector field returns: checked (raising from inside the solve)
         when `check` and `throw`; plain otherwise (with `throw=False` the solve's failure
-        event gives the verdict, with `check=False` nobody does)."""
-        return self.checked_qdd(consistency_tol) if check and throw else self.terms.qdd
+        event gives the verdict, with `check=False` nobody does). The motion a failing M
+        leaves undetermined is named by :func:`ukjax.acceleration` at the state printed."""
+        return self.checked_qdd(consistency_tol, False) if check and throw else self.terms.qdd
 
     def failures(self, consistency_tol=None) -> Failures:
         """The checks of this evaluation (see :func:`ukjax._uk.failures`)."""
         return failures(
-            self.terms, self.inputs.M, self.inputs.arrays(), consistency_tol, self.infeasibility
+            self.terms,
+            self.inputs.M,
+            self.inputs.arrays(),
+            consistency_tol,
+            self.infeasibility,
+            self.inputs.A,
         )
 
 

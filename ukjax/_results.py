@@ -65,7 +65,8 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "the system says so: define semidefinite_mass(self) returning True. "
         "Check for a zero or negative mass or inertia, a coordinate the kinetic energy does "
         "not use (a q0 longer than the system), a singular parametrisation (Euler angles "
-        "at gimbal lock), or an asymmetric mass_matrix."
+        "at gimbal lock), or an asymmetric mass_matrix. ukjax.acceleration(system, t, q, qd) "
+        "at the state names the motion left undetermined and its coordinates."
     )
     nonfinite_state = (
         "ukjax: non-finite value (NaN or inf) in the state or in the inputs of the "

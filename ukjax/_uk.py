@@ -39,11 +39,12 @@ from typing import NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jaxtyping import Array, ArrayLike, Float
 
 from ._batching import any_member
-from ._errors import print_if
+from ._errors import print_each
 from ._precision import full_precision
 from ._results import RESULTS, first_failure, message
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
@@ -233,6 +234,8 @@ class Failures(NamedTuple):
     tolerance: jax.Array
     infeasible: jax.Array | bool = False  # a servo-constraint the actuators cannot realise
     infeasibility: jax.Array | float = 0.0
+    mass: jax.Array | None = None  # M and the constraint rows A: where M fails, the
+    rows: jax.Array | None = None  # printed error names the motion left undetermined
 
     def code(self) -> RESULTS:
         """The result code of the first failing check (`successful` if none)."""
@@ -247,11 +250,14 @@ class Failures(NamedTuple):
         return self.nonfinite | self.not_spd | self.inconsistent | self.infeasible
 
 
-def failures(terms: UKTerms, M, inputs, consistency_tol=None, infeasibility=None) -> Failures:
+def failures(
+    terms: UKTerms, M, inputs, consistency_tol=None, infeasibility=None, A=None
+) -> Failures:
     """The checks of one UK evaluation: non-finite inputs, a mass matrix that is not SPD,
     constraints whose right-hand side is outside the range of $A$, and (when the system
     reports one, e.g. :class:`ukjax.ServoControlled`) the relative residual of a
-    realisation by actuators above the same tolerance."""
+    realisation by actuators above the same tolerance. `M` and the rows `A` are kept for
+    the message of a failing mass matrix (:func:`undetermined_motion`)."""
     dtype = terms.qdd.dtype
     floor = terms.consistency_floor
     tol = default_consistency_tol(dtype, floor) if consistency_tol is None else consistency_tol
@@ -276,47 +282,103 @@ def failures(terms: UKTerms, M, inputs, consistency_tol=None, infeasibility=None
         jnp.asarray(tol, dtype),
         infeasible,
         jnp.asarray(0.0 if infeasibility is None else infeasibility, dtype),
+        M,
+        jnp.zeros((0, M.shape[0]), M.dtype) if A is None else A,
     )
 
 
-def check_terms(x, terms: UKTerms, M, inputs, *, consistency_tol=None, infeasibility=None):
+def check_terms(
+    x,
+    terms: UKTerms,
+    M,
+    inputs,
+    *,
+    consistency_tol=None,
+    infeasibility=None,
+    A=None,
+    explain: bool = True,
+):
     """Return ``x``; raise (inside jit too) on a non-SPD mass matrix, non-finite values,
     inconsistent constraints or an infeasible servo. ``inputs``: the arrays that went into
     the equation. One error check names the first failure (each is tested only where the
-    earlier ones pass), with the numbers of that failure printed just before."""
-    f = failures(terms, M, inputs, consistency_tol, infeasibility)
+    earlier ones pass), with the numbers of that failure printed just before, and with
+    `explain` the motion a failing M leaves undetermined (:func:`undetermined_motion`)."""
+    f = failures(terms, M, inputs, consistency_tol, infeasibility, A)
+    if not explain:  # M and the rows out of the print's branch: in the checks at every
+        f = f._replace(mass=None, rows=None)  # stage they cost 1.8x under a wide vmap
     x = report_failures(f, servo=infeasibility is not None, through=x)
     return f.code().error_if(x, f.any())
 
 
 def report_failures(f: Failures, servo: bool, where=True, through=None):
     """Print (to stderr, at run time) the numbers of the checks of `f` that fail where
-    `where` holds: the smallest diagonal entry of M and its asymmetry, the relative
-    residual of inconsistent constraints, and with `servo` the servo residual. Returns
-    `through`, after the prints (see :func:`ukjax._errors.print_if`)."""
-    through = print_if(
-        where & f.not_spd,
-        message(RESULTS.mass_matrix_not_spd),
-        through=through,
-        smallest_diagonal_entry_of_M=f.min_diagonal,
-        relative_asymmetry=f.relative_asymmetry,
-    )
-    through = print_if(
-        where & f.inconsistent,
-        message(RESULTS.inconsistent_constraints),
-        through=through,
-        relative_residual=f.relative_residual,
-        tolerance=f.tolerance,
-    )
+    `where` holds: the smallest diagonal entry of M, its asymmetry and the motion it
+    leaves undetermined (:func:`undetermined_motion`), the relative residual of
+    inconsistent constraints, and with `servo` the servo residual. One conditional for
+    all of them (:func:`ukjax._errors.print_each`). Returns `through`, after the prints."""
+    explain = None if f.mass is None else (undetermined_motion, (f.mass, f.rows))
+    spd = dict(smallest_diagonal_entry_of_M=f.min_diagonal, relative_asymmetry=f.relative_asymmetry)
+    reports = [
+        (where & f.not_spd, message(RESULTS.mass_matrix_not_spd), spd, explain),
+        (
+            where & f.inconsistent,
+            message(RESULTS.inconsistent_constraints),
+            dict(relative_residual=f.relative_residual, tolerance=f.tolerance),
+            None,
+        ),
+    ]
     if servo:
-        through = print_if(
-            where & f.infeasible,
-            message(RESULTS.servo_infeasible),
-            through=through,
-            relative_servo_residual=f.infeasibility,
-            tolerance=f.tolerance,
-        )
-    return through
+        residual = dict(relative_servo_residual=f.infeasibility, tolerance=f.tolerance)
+        reports.append((where & f.infeasible, message(RESULTS.servo_infeasible), residual, None))
+    return print_each(reports, through)
+
+
+def undetermined_motion(M: np.ndarray, A: np.ndarray) -> str:
+    r"""(NumPy, for an error message) The motion a failing mass matrix leaves
+    undetermined: among the velocities $v$ the constraint rows allow ($Av = 0$), the one of
+    least kinetic energy, the eigenvector of $N^T M N$'s smallest eigenvalue ($N$ an
+    orthonormal basis of the null space of $A$), named by its coordinates. Where that
+    energy is positive, $M$ alone is singular or indefinite but the constraints fix it:
+    the direction of $M$'s own smallest eigenvalue, with the hint `semidefinite_mass`
+    (Udwadia & Phohomsiri 2006).
+
+    Example:
+        >>> import numpy as np
+        >>> text = undetermined_motion(np.ones((2, 2)), np.zeros((0, 2)))  # T = (qd0 + qd1)^2 / 2
+        >>> text.split(", kinetic")[0]
+        'undetermined motion: dq = [1, -1] (coordinates 0, 1)'
+    """
+    M = np.diag(M) if M.ndim == 1 else M  # a diagonal M given as its diagonal
+    n = M.shape[0]
+    if M.shape != (n, n) or A.ndim != 2 or A.shape[1] != n:  # another structured form
+        return ""
+    M = 0.5 * (M + M.T)
+    if not (np.all(np.isfinite(M)) and np.all(np.isfinite(A))):
+        return ""
+    N = np.eye(n)
+    if A.shape[0]:
+        _, s, Vt = np.linalg.svd(A)
+        rank = int(np.sum(s > n * np.finfo(A.dtype).eps * max(s.max(), 1.0)))
+        N = Vt[rank:].T
+    if N.shape[1] == 0:
+        return ""
+    w, V = np.linalg.eigh(N.T @ M @ N)
+    scale = np.finfo(M.dtype).eps ** 0.5 * max(np.abs(np.diagonal(M)).max(), np.finfo(M.dtype).tiny)
+    fixed = w[0] > scale
+    if fixed:  # the constraints fix it: M's own direction
+        w, V, N = *np.linalg.eigh(M), np.eye(n)
+    v = N @ V[:, 0]
+    v = v / v[np.argmax(np.abs(v))]
+    involved = np.flatnonzero(np.abs(v) > 1e-6)
+    dq = ", ".join(f"{x:.3g}" for x in np.where(np.abs(v) > 1e-6, v, 0.0))
+    which = ", ".join(str(i) for i in involved)
+    text = (
+        f"undetermined motion: dq = [{dq}] (coordinates {which}), "
+        f"kinetic energy 2T/|dq|^2 = {w[0]:.3e} along it"
+    )
+    if fixed:
+        text += " (the constraints fix it: define semidefinite_mass(self) returning True)"
+    return text
 
 
 @full_precision
@@ -381,7 +443,7 @@ def _udwadia_kalaba(M, Q, A, b, C, uk_solver, check, consistency_tol):
     if not check:
         return terms.qdd
     inputs = [M, Q, A, b] + ([] if C is None else [C])
-    return check_terms(terms.qdd, terms, M, inputs, consistency_tol=consistency_tol)
+    return check_terms(terms.qdd, terms, M, inputs, consistency_tol=consistency_tol, A=A)
 
 
 @full_precision
@@ -420,5 +482,5 @@ def _constraint_forces(M, Q, A, b, C, uk_solver, check):
     terms = uk_terms(M, Q, A, b, C, uk_solver=uk_solver)
     if check:
         inputs = [M, Q, A, b] + ([] if C is None else [C])
-        return check_terms((terms.Qc_ideal, terms.Qc_nonideal), terms, M, inputs)
+        return check_terms((terms.Qc_ideal, terms.Qc_nonideal), terms, M, inputs, A=A)
     return terms.Qc_ideal, terms.Qc_nonideal
