@@ -268,6 +268,7 @@ def test_elliptic_cone_launched_across_an_incline_against_scipy():
     assert np.abs(np.asarray(sol.qd[-1])).max() < 1e-14
 
 
+@pytest.mark.slow  # 14 s of compilation: the default suite's 5-minute budget (stop 56)
 @pytest.mark.parametrize("push", [10.0, 16.0])
 def test_elliptic_cone_holds_a_push_inside_the_ellipse_and_slips_outside(push):
     """At rest under a sideways push: stuck while the load is inside the static ellipse
