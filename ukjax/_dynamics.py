@@ -167,26 +167,21 @@ class Evaluation(eqx.Module):
             self.inputs.arrays(),
             consistency_tol=consistency_tol,
             infeasibility=self.infeasibility,
-            A=self.inputs.A,
-            explain=explain,
+            rows=self.inputs.A if explain else None,
         )
 
     def field_qdd(self, check: bool, throw: bool, consistency_tol=None) -> jax.Array:
         """The acceleration a vector field returns: checked (raising from inside the solve)
         when `check` and `throw`; plain otherwise (with `throw=False` the solve's failure
-        event gives the verdict, with `check=False` nobody does). The motion a failing M
-        leaves undetermined is named by :func:`ukjax.acceleration` at the state printed."""
+        event gives the verdict, with `check=False` nobody does). Its print leaves out the
+        motion a failing M leaves undetermined (its message points to
+        :func:`ukjax.acceleration`, which names it)."""
         return self.checked_qdd(consistency_tol, False) if check and throw else self.terms.qdd
 
     def failures(self, consistency_tol=None) -> Failures:
         """The checks of this evaluation (see :func:`ukjax._uk.failures`)."""
         return failures(
-            self.terms,
-            self.inputs.M,
-            self.inputs.arrays(),
-            consistency_tol,
-            self.infeasibility,
-            self.inputs.A,
+            self.terms, self.inputs.M, self.inputs.arrays(), consistency_tol, self.infeasibility
         )
 
 

@@ -85,22 +85,16 @@ def error_if(x, pred, msg: str, **values):
     return eqx.error_if(x, pred, msg)
 
 
-def print_if(pred, msg: str, *, through=None, explain=None, **values):
-    """Print ``values`` to stderr as :func:`error_if` does, when any element of ``pred`` is
-    true, without raising: for one of several checks whose error is raised by a single
-    result code (``code.error_if``), which walks the Python stack once instead of once per
-    check when the program is traced. Returns ``through`` (any pytree), passed through the
-    printing branch: an error raised on the returned value comes after the print.
-    ``explain``: None, or ``(fn, arrays)``: ``fn(*arrays)`` (NumPy, on the host, the
-    arrays of the first failing member of a batch) returns a sentence printed after the
-    values."""
-    return print_each([(pred, msg, values, explain)], through)
-
-
 def print_each(reports, through=None):
-    """:func:`print_if` for several reports `(pred, msg, values, explain)` at once: one
-    conditional and one host callback for all of them (each prints where its own `pred`
-    holds), e.g. the checks of one UK evaluation, which run at every stage of a step."""
+    """Print, as :func:`error_if` does and without raising, each report
+    `(pred, msg, values, explain)` whose `pred` holds somewhere: for the checks of one
+    evaluation whose error is raised by a single result code (``code.error_if``, which
+    walks the Python stack once instead of once per check when the program is traced).
+    One conditional and one host callback for all of them (they run at every stage of a
+    step). Returns ``through`` (any pytree), passed through the printing branch: an error
+    raised on the returned value comes after the print. `explain`: None, or
+    ``(fn, arrays)``: ``fn(*arrays)`` (NumPy, on the host, the arrays of the first failing
+    member of a batch) returns a sentence printed after the values."""
     reports = [(jnp.any(p), m.split(".")[0], v, e) for p, m, v, e in reports]
     return _print_reports(reports, through)
 

@@ -234,8 +234,6 @@ class Failures(NamedTuple):
     tolerance: jax.Array
     infeasible: jax.Array | bool = False  # a servo-constraint the actuators cannot realise
     infeasibility: jax.Array | float = 0.0
-    mass: jax.Array | None = None  # M and the constraint rows A: where M fails, the
-    rows: jax.Array | None = None  # printed error names the motion left undetermined
 
     def code(self) -> RESULTS:
         """The result code of the first failing check (`successful` if none)."""
@@ -250,14 +248,11 @@ class Failures(NamedTuple):
         return self.nonfinite | self.not_spd | self.inconsistent | self.infeasible
 
 
-def failures(
-    terms: UKTerms, M, inputs, consistency_tol=None, infeasibility=None, A=None
-) -> Failures:
+def failures(terms: UKTerms, M, inputs, consistency_tol=None, infeasibility=None) -> Failures:
     """The checks of one UK evaluation: non-finite inputs, a mass matrix that is not SPD,
     constraints whose right-hand side is outside the range of $A$, and (when the system
     reports one, e.g. :class:`ukjax.ServoControlled`) the relative residual of a
-    realisation by actuators above the same tolerance. `M` and the rows `A` are kept for
-    the message of a failing mass matrix (:func:`undetermined_motion`)."""
+    realisation by actuators above the same tolerance."""
     dtype = terms.qdd.dtype
     floor = terms.consistency_floor
     tol = default_consistency_tol(dtype, floor) if consistency_tol is None else consistency_tol
@@ -282,46 +277,37 @@ def failures(
         jnp.asarray(tol, dtype),
         infeasible,
         jnp.asarray(0.0 if infeasibility is None else infeasibility, dtype),
-        M,
-        jnp.zeros((0, M.shape[0]), M.dtype) if A is None else A,
     )
 
 
 def check_terms(
-    x,
-    terms: UKTerms,
-    M,
-    inputs,
-    *,
-    consistency_tol=None,
-    infeasibility=None,
-    A=None,
-    explain: bool = True,
+    x, terms: UKTerms, M, inputs, *, consistency_tol=None, infeasibility=None, rows=None
 ):
     """Return ``x``; raise (inside jit too) on a non-SPD mass matrix, non-finite values,
     inconsistent constraints or an infeasible servo. ``inputs``: the arrays that went into
     the equation. One error check names the first failure (each is tested only where the
-    earlier ones pass), with the numbers of that failure printed just before, and with
-    `explain` the motion a failing M leaves undetermined (:func:`undetermined_motion`)."""
-    f = failures(terms, M, inputs, consistency_tol, infeasibility, A)
-    if not explain:  # M and the rows out of the print's branch: in the checks at every
-        f = f._replace(mass=None, rows=None)  # stage they cost 1.8x under a wide vmap
-    x = report_failures(f, servo=infeasibility is not None, through=x)
+    earlier ones pass), with the numbers of that failure printed just before, and, given
+    the constraint rows `rows` (A), the motion a failing M leaves undetermined
+    (:func:`undetermined_motion`; not at every stage of a run, where M and the rows in the
+    print's branch cost 1.8x under a wide vmap, `benchmarks/RESULTS.md`)."""
+    f = failures(terms, M, inputs, consistency_tol, infeasibility)
+    motion = None if rows is None else (M, rows)
+    x = report_failures(f, servo=infeasibility is not None, through=x, motion=motion)
     return f.code().error_if(x, f.any())
 
 
-def report_failures(f: Failures, servo: bool, where=True, through=None):
-    """Print (to stderr, at run time) the numbers of the checks of `f` that fail where
-    `where` holds: the smallest diagonal entry of M, its asymmetry and the motion it
-    leaves undetermined (:func:`undetermined_motion`), the relative residual of
+def report_failures(f: Failures, servo: bool, through=None, motion=None):
+    """Print (to stderr, at run time) the numbers of the checks of `f` that fail: the
+    smallest diagonal entry of M, its asymmetry and, given `motion = (M, A)`, the motion
+    M leaves undetermined (:func:`undetermined_motion`), the relative residual of
     inconsistent constraints, and with `servo` the servo residual. One conditional for
     all of them (:func:`ukjax._errors.print_each`). Returns `through`, after the prints."""
-    explain = None if f.mass is None else (undetermined_motion, (f.mass, f.rows))
+    explain = None if motion is None else (undetermined_motion, motion)
     spd = dict(smallest_diagonal_entry_of_M=f.min_diagonal, relative_asymmetry=f.relative_asymmetry)
     reports = [
-        (where & f.not_spd, message(RESULTS.mass_matrix_not_spd), spd, explain),
+        (f.not_spd, message(RESULTS.mass_matrix_not_spd), spd, explain),
         (
-            where & f.inconsistent,
+            f.inconsistent,
             message(RESULTS.inconsistent_constraints),
             dict(relative_residual=f.relative_residual, tolerance=f.tolerance),
             None,
@@ -329,7 +315,7 @@ def report_failures(f: Failures, servo: bool, where=True, through=None):
     ]
     if servo:
         residual = dict(relative_servo_residual=f.infeasibility, tolerance=f.tolerance)
-        reports.append((where & f.infeasible, message(RESULTS.servo_infeasible), residual, None))
+        reports.append((f.infeasible, message(RESULTS.servo_infeasible), residual, None))
     return print_each(reports, through)
 
 
@@ -369,9 +355,9 @@ def undetermined_motion(M: np.ndarray, A: np.ndarray) -> str:
         w, V, N = *np.linalg.eigh(M), np.eye(n)
     v = N @ V[:, 0]
     v = v / v[np.argmax(np.abs(v))]
-    involved = np.flatnonzero(np.abs(v) > 1e-6)
-    dq = ", ".join(f"{x:.3g}" for x in np.where(np.abs(v) > 1e-6, v, 0.0))
-    which = ", ".join(str(i) for i in involved)
+    v = np.where(np.abs(v) > 1e-6, v, 0.0)
+    dq = ", ".join(f"{x:.3g}" for x in v)
+    which = ", ".join(str(i) for i in np.flatnonzero(v))
     text = (
         f"undetermined motion: dq = [{dq}] (coordinates {which}), "
         f"kinetic energy 2T/|dq|^2 = {w[0]:.3e} along it"
@@ -443,7 +429,7 @@ def _udwadia_kalaba(M, Q, A, b, C, uk_solver, check, consistency_tol):
     if not check:
         return terms.qdd
     inputs = [M, Q, A, b] + ([] if C is None else [C])
-    return check_terms(terms.qdd, terms, M, inputs, consistency_tol=consistency_tol, A=A)
+    return check_terms(terms.qdd, terms, M, inputs, consistency_tol=consistency_tol, rows=A)
 
 
 @full_precision
@@ -482,5 +468,5 @@ def _constraint_forces(M, Q, A, b, C, uk_solver, check):
     terms = uk_terms(M, Q, A, b, C, uk_solver=uk_solver)
     if check:
         inputs = [M, Q, A, b] + ([] if C is None else [C])
-        return check_terms((terms.Qc_ideal, terms.Qc_nonideal), terms, M, inputs, A=A)
+        return check_terms((terms.Qc_ideal, terms.Qc_nonideal), terms, M, inputs, rows=A)
     return terms.Qc_ideal, terms.Qc_nonideal
