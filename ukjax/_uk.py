@@ -289,7 +289,7 @@ def check_terms(
     earlier ones pass), with the numbers of that failure printed just before, and, given
     the constraint rows `rows` (A), the motion a failing M leaves undetermined
     (:func:`undetermined_motion`; not at every stage of a run, where M and the rows in the
-    print's branch cost 1.8x under a wide vmap, `benchmarks/RESULTS.md`)."""
+    print's branch slow a wide vmap down: `benchmarks/RESULTS.md`)."""
     f = failures(terms, M, inputs, consistency_tol, infeasibility)
     motion = None if rows is None else (M, rows)
     x = report_failures(f, servo=infeasibility is not None, through=x, motion=motion)
