@@ -551,6 +551,64 @@ def test_a_box_on_four_corners_slides_to_rest_and_lands_flat_without_turning():
     assert float(jnp.abs(sol.qd[:, -1]).max()) < 1e-12  # both at rest
 
 
+@pytest.mark.slow  # 60 s (one compile of the 8-corner box with 3-D cones)
+def test_a_box_tumbling_onto_a_rough_floor_comes_to_rest_on_a_face():
+    """Three drops of the rough box (mu = 0.5), tilted and spinning, that each failed before
+    the multi-contact fallbacks: (a) a corner's impact while three others slide had no
+    solution with sliding impacts (`contact_unsolved`; now the impact of maximal
+    dissipation); (b) coming to rest, the corners stuck one at a time, each making the
+    others slip on (`max_events_reached` after 256 events at one instant; now the slips at
+    round-off stop together); (c) a corner whose hold fails after a sticking impact
+    started to slip against its holding force, off the direction its slip grows in, and
+    the run crawled (`max_steps_stiff`; now the consistent heading). Each must come to
+    rest on a face, never gain energy, never sink into the floor."""
+    box = ukjax.from_mjcf(ROUGH_BOX)
+    drops = [  # MuJoCo qpos (position, quaternion wxyz) and qvel (linear, angular)
+        ([0.0, 0.0, 0.174843, 0.999414, -0.008862, 0.000588, -0.033057],
+         [-0.732267, -0.544259, 0.0, -0.6326, 0.823261, 2.085027]),
+        ([0.0, 0.0, 0.174799, 0.994564, -0.037657, -0.068207, -0.069081],
+         [1.322457, -0.013915, 0.0, 2.08368, 2.80453, 2.300331]),
+        ([0.0, 0.0, 0.211081, 0.994973, -0.05845, 0.078553, -0.021],
+         [-0.510622, -0.011533, 0.0, -2.97075, 0.60137, -0.212145]),
+    ]  # fmt: skip
+    states = [box.initial_state(qpos=jnp.array(p), qvel=jnp.array(v)) for p, v in drops]
+    q0, qd0 = (jnp.stack(x) for x in zip(*states))
+    ts = jnp.linspace(0.0, 1.0, 101)
+    law = ukjax.Impact(restitution=0.0)
+    run = lambda q, qd: ukjax.simulate(box, q, qd, ts, contact=law, throw=False)
+    sol = jax.jit(jax.vmap(run))(q0, qd0)
+    assert list(sol.status) == ["successful"] * 3
+    assert int(sol.stats["num_steps"].max()) < 5000
+    assert int(sol.events.count.max()) < 40
+    m, g = 1.0, 9.81
+    inertia = np.diag(m / 3 * np.array([0.1**2 + 0.1**2, 0.2**2 + 0.1**2, 0.2**2 + 0.1**2]))
+    corners = np.array([[x, y, z] for x in (-0.2, 0.2) for y in (-0.1, 0.1) for z in (-0.1, 0.1)])
+    for i in range(3):
+        q, qd = np.asarray(sol.q[i]), np.asarray(sol.qd[i])
+        w, x, y, z = q[:, 3:].T
+        R = np.stack(
+            [
+                np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+                np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+                np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+            ],
+            -2,
+        )  # (T, 3, 3) body to world
+        heights = q[:, None, 2] + np.einsum("tj,cj->tc", R[:, 2], corners)
+        assert heights.min() > -1e-9  # never into the floor
+        omega = np.asarray(jax.vmap(box.qvel)(sol.q[i], sol.qd[i]))[:, 3:]
+        # qvel's angular velocity is in the body frame (MuJoCo's free joint)
+        energy = (
+            0.5 * m * np.sum(qd[:, :3] ** 2, axis=1)
+            + 0.5 * np.einsum("ti,ij,tj->t", omega, inertia, omega)
+            + m * g * q[:, 2]
+        )
+        assert np.diff(energy).max() < 1e-9  # rigid impacts and friction only take energy
+        np.testing.assert_allclose(q[-1, 2], 0.1, atol=1e-9)  # on a face
+        np.testing.assert_allclose(np.sort(heights[-1])[:4], 0.0, atol=1e-9)
+        assert np.abs(qd[-1]).max() < 1e-9  # at rest
+
+
 def bricard_mjcf() -> str:
     """IFToMM A04 from bodies and hinges: five rods (boxes 1 x 0.1 x 0.1 m, 1 kg) hinged in a
     chain from the ground at J0; the sixth hinge, rod 5 to the ground at J5, is two

@@ -31,7 +31,10 @@ slides: "lift the old edge" and "the old edge closes" alternate). Past the pivot
 method therefore tries the subsets of the candidates in turn (in the order of their bit
 masks, up to `MAX_ENUMERATED` contacts: at most $2^k$ more oracle calls, in the same loop,
 so the oracle is traced once) and takes the first feasible one; where none is, the
-problem has no solution (a Painlevé-type inconsistency) and `solved` is False.
+problem has no solution in its friction modes (a Painlevé-type inconsistency) and `solved`
+is False. With friction the driver then decides the impact, or the forces at rest, by
+maximal dissipation instead (:mod:`ukjax._dissipative_impact`, Lemke's method over the
+friction pyramid: a problem that always has a solution).
 
 Redundant contacts (four corners of a box on a floor: four rows, three independent) make
 the solution's multipliers non-unique; the motion is the same, but the friction that each

@@ -39,6 +39,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from ._complementarity import pick
 from ._events import EventKind, EventMotion, Switched
 
 
@@ -112,6 +113,13 @@ class Impact(AbstractContact):
     force is compressive); an engaged contact is released (an event) when its force would
     pull, the others decided again jointly. A ball bouncing to rest therefore ends its Zeno
     sequence after finitely many impacts.
+
+    **Friction.** Where the system declares friction the impulses are frictional (sticking
+    or sliding impacts, :meth:`ukjax.AbstractFriction.impulse`). Where that model has no
+    solution over the contacts (Painlevé-type: the friction at a landing edge drives
+    another, sliding, corner into the floor under every split), the impact of maximal
+    dissipation is taken instead (:mod:`ukjax._dissipative_impact`): it always exists, and
+    a slip that cannot continue through the impact stops in it.
 
     **Simultaneity.** A free contact joins the impact of another one only if it is within
     `simultaneity` of touching *and* closes faster than `closing` times the triggering
@@ -223,18 +231,34 @@ class Impact(AbstractContact):
         lcp = motion.impact(impacting | held, target)
         qd, _, _ = motion.jump(lcp.active, target)
         rest = (impacting | held) & (target == 0.0)
-        rest = rest & (lcp.w <= self.speed_tol(g.dtype))  # w: the normal speed after it
+        resting = rest & (lcp.w <= self.speed_tol(g.dtype))  # w: the normal speed after it
         modes = motion.slip_modes(qd, impacting, jnp.where(held[:, None], sliding, 0.0))
-        after, supported = motion.supporting(qd, rest, modes)
+        after, supported = motion.supporting(qd, resting, modes)
+        solved = lcp.solved & supported
+        # Painleve-type: no solution with sliding impacts, or no consistent forces at rest
+        # in the friction modes the slips give (a stuck contact whose hold would pull, free
+        # it would sink): the impact, or the forces, of maximal dissipation decide
+        impulsive = ~lcp.solved
+        rescue = motion.dissipative(impacting | held, target, qd, resting, hit & ~solved, impulsive)
+        if rescue is not None:
+            w = jnp.where(impulsive, rescue.w, lcp.w)
+            resting = jnp.where(impulsive, rest & (w <= self.speed_tol(g.dtype)), resting)
+            tol = jnp.sqrt(jnp.finfo(g.dtype).eps) * jnp.max(jnp.abs(rescue.normal), initial=0.0)
+            after = jnp.where(solved, after, resting & (rescue.normal > tol))
+            solved = solved | rescue.solved
         # the engaged contacts are held at zero normal speed (a no-op for those in the
         # impact's active set); the bouncing ones keep their targets
-        qd, normal, tangential = motion.jump(lcp.active | after, jnp.where(after, 0.0, target))
+        jumped = motion.jump(lcp.active | after, jnp.where(after, 0.0, target))
+        qd, normal, tangential = jumped
+        if rescue is not None:
+            kept = (rescue.qd, rescue.normal, rescue.tangential)
+            qd, normal, tangential = pick(impulsive, kept, jumped)
         # a touch-down closing slower than `persist_below` takes no impulse to speak of:
         # the contacts engage (a corner of a sliding box meeting the floor at round-off)
         gentle = jnp.all(jnp.where(impacting, -gd <= self.speed_tol(g.dtype), True))
         landed = jnp.where(gentle, EventKind.ENGAGE, EventKind.IMPACT)
         kind = jnp.where(hit, landed, jnp.where(jnp.any(trig & engaged), EventKind.RELEASE, 0))
-        return Switched(after, qd, kind, lcp.solved & supported, normal, tangential)
+        return Switched(after, qd, kind, solved, normal, tangential)
 
 
 class ContactDynamics(AbstractContact):

@@ -144,6 +144,24 @@ class EventMotion(Protocol):
         rows that take one are its `active` set (then :meth:`jump`)."""
         ...
 
+    def dissipative(
+        self,
+        candidates: jax.Array,
+        gd_target: jax.Array,
+        qd: jax.Array,
+        resting: jax.Array,
+        needed: jax.Array,
+        impulsive: jax.Array,
+    ) -> Any:
+        r"""Where `needed` (a () bool), the problem of maximal dissipation
+        (:class:`ukjax._dissipative_impact.DissipativeImpact`): where `impulsive`, the
+        impact of the `candidates` with normal speeds after $\ge$ `gd_target` (velocity
+        after, impulses, speeds less the targets, solved) - the fallback where
+        :meth:`impact` finds no solution; otherwise the contact forces (`normal`) on the
+        `resting` contacts at velocity `qd` - the fallback where :meth:`supporting` finds
+        none. None where the system declares no friction."""
+        ...
+
     def supporting(
         self, qd: jax.Array, candidates: jax.Array, sliding: jax.Array
     ) -> tuple[jax.Array, jax.Array]:
@@ -166,6 +184,12 @@ class EventMotion(Protocol):
     def forces(self, qd: jax.Array, engaged: jax.Array, sliding: jax.Array) -> tuple:
         """(friction state, normal forces, tangential forces) at velocity `qd` in the
         mode (`engaged`, `sliding`)."""
+        ...
+
+    def slip_acceleration(self, qd: jax.Array, engaged: jax.Array, sliding: jax.Array) -> tuple:
+        r"""((k, d) the contacts' tangential accelerations $T\ddot q + \dot T\dot q$ at
+        velocity `qd` in the mode (`engaged`, `sliding`), (k,) the size of the terms each
+        sums: its round-off scale)."""
         ...
 
     def hold(self, qd: jax.Array, engaged: jax.Array, stuck: jax.Array) -> jax.Array:

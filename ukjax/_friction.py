@@ -222,6 +222,9 @@ class Coulomb(AbstractFriction):
       speed when the event fires) from a turning one.
     - `turn`: in 3-D, the cosine of the angle by which a slip may turn from its heading
       before the heading is renewed (default 0.5: 60 degrees).
+    - `onset_iterations`: in 3-D, the passes that make the heading of a slip starting
+      from rest consistent (:meth:`consistent_heading`; default 8, 0: the heading against
+      the holding force).
 
     Example:
         >>> import jax, jax.numpy as jnp, ukjax
@@ -237,6 +240,8 @@ class Coulomb(AbstractFriction):
     stick_below: float | None = eqx.field(static=True, default=None)
 
     turn: float = eqx.field(static=True, default=0.5)
+
+    onset_iterations: int = eqx.field(static=True, default=8)
 
     def __check_init__(self):
         if not 0.0 < self.turn < 1.0:
@@ -278,31 +283,40 @@ class Coulomb(AbstractFriction):
         r"""A stuck contact starts to slide (opposite to the friction force that held it);
         a sliding one whose slip reached zero sticks if the static bound holds there, and
         slides on away from the holding force otherwise; $v_i$ is then set to 0 (the UK
-        impulsive projection). A 3-D slip that turned (not stopped) renews its heading;
+        impulsive projection); the other slips at round-off (below `stick_below`) are
+        tried stuck with it, so a body coming to rest on several contacts stops them
+        together. A 3-D slip that turned (not stopped) renews its heading;
         so does, unprojected, a slow slip (below `stick_below`) that has grown past
         round-off (:meth:`event_floor`) where the static bound fails - e.g. one that has
         just started and grows away from its heading: the
         holding force's direction need not be where the contact can slide (with
         $\mu_s = \mu_k$ the slip starts with zero acceleration), and re-projecting to
-        $v_i = 0$ would stall the run at one instant."""
+        $v_i = 0$ would stall the run at one instant. A 3-D slip that starts from rest
+        then takes the consistent heading (:meth:`settle`, which follows every event)."""
         k = engaged.shape[0]
         trig = jnp.arange(k) == i
         before = motion.friction_state(motion.qd)
         was_sliding = is_sliding(sliding)
-        held = jnp.where(trig[:, None], 0.0, sliding)
+        slow = norm(before.vt) <= self.speed_tol(before.vt.dtype)
+        # a slip that stops takes the other slips at round-off with it: they are tried
+        # stuck jointly (a body coming to rest on several contacts stops them all at once;
+        # one at a time, each sticking contact makes the others slip on, without end)
+        joins = engaged & was_sliding & slow & ~trig & jnp.any(trig & was_sliding & slow)
+        trial = trig | joins
+        held = jnp.where(trial[:, None], 0.0, sliding)
         fs, normal, tangential = motion.forces(motion.qd, engaged, held)
         holds = fs.admissible(normal, tangential)
         new = jnp.where((~was_sliding | ~holds)[:, None], fs.heading_against(tangential), 0.0)
         turning = reversing = jnp.asarray(False)
         if fs.vt.shape[1] > 1:  # a 3-D slip that does not stick slides on along itself
-            slow = norm(before.vt) <= self.speed_tol(before.vt.dtype)
             turning = jnp.any(trig & was_sliding & ~slow)
             # past round-off: a fresh slip's event fires at |v| >= floor (1-turn)/(1+turn)
             least = (1.0 - self.turn) / (1.0 + self.turn) * slip_floor(before.vt.dtype)
             grown = norm(before.vt) > 0.5 * least
             reversing = jnp.any(trig & was_sliding & slow & ~holds & grown)
             new = jnp.where(turning | reversing, unit(before.vt, sliding), new)
-        sliding = jnp.where((trig & engaged)[:, None], new, sliding)
+        changed = jnp.where(turning | reversing, trig, trial) & engaged
+        sliding = jnp.where(changed[:, None], new, sliding)
         stuck = ~is_sliding(sliding)
         qd = motion.hold(motion.qd, engaged, engaged & (stuck | trig))
         qd = jnp.where(turning | reversing, motion.qd, qd)
@@ -315,14 +329,40 @@ class Coulomb(AbstractFriction):
         """A contact that has just engaged sticks if slow and admissible, else slides (along
         its velocity, or away from the holding force); a stuck contact whose holding force
         exceeds the static bound slides; stuck contacts are held at zero tangential
-        velocity."""
+        velocity; a 3-D slip at round-off (one starting from rest) takes its consistent
+        heading (:meth:`consistent_heading`)."""
         fs = motion.friction_state(motion.qd)
         sliding = jnp.where(fresh[:, None], sliding_from_speed(self, fs), sliding)
         sliding = jnp.where(engaged[:, None], sliding, 0.0)
+        # slips at round-off (just started: by the event's switch, or here) set out along
+        # their consistent heading; one trace for both (the switch's own is not needed)
+        at_rest = norm(fs.vt) <= slip_floor(fs.vt.dtype)
         fs, normal, tangential = motion.forces(motion.qd, engaged, sliding)
         bad = engaged & ~is_sliding(sliding) & ~fs.admissible(normal, tangential)
         sliding = jnp.where(bad[:, None], fs.heading_against(tangential), sliding)
-        return sliding, motion.hold(motion.qd, engaged, engaged & ~is_sliding(sliding))
+        qd = motion.hold(motion.qd, engaged, engaged & ~is_sliding(sliding))
+        onset = engaged & is_sliding(sliding) & at_rest
+        return self.consistent_heading(motion, qd, engaged, sliding, onset), qd
+
+    def consistent_heading(self, motion: EventMotion, qd, engaged, sliding, onset) -> jax.Array:
+        r"""3-D slips that start from rest (`onset`) take the *consistent* heading: the
+        direction $u$ along which the slip then grows, $\dot v_i \parallel u_i$ with the
+        kinetic force $-\mu_kN_iu_i$ (Pfeiffer & Glocker 1996, sec. 4.3), found by the
+        fixed-point iteration $u \leftarrow \dot v(u)/|\dot v(u)|$ (`onset_iterations`
+        passes, from the heading against the holding force). A heading off it turns on
+        the time scale $|v|/|\dot v|$, which is stiff while the slip is small: the run
+        would crawl at round-off steps. Unchanged for d = 1 (the sign is the direction)."""
+        if sliding.shape[-1] == 1 or self.onset_iterations == 0:
+            return sliding
+
+        def renew(_, heading):
+            growth, size = motion.slip_acceleration(qd, engaged, heading)
+            # a slip that starts with no acceleration (mu_s = mu_k at the cone's edge)
+            # keeps its heading: its growth is round-off
+            clear = norm(growth) > slip_floor(growth.dtype) * size
+            return jnp.where((onset & clear)[:, None], unit(growth, heading), heading)
+
+        return jax.lax.fori_loop(0, self.onset_iterations, renew, sliding)
 
     def recorded(self, sliding: jax.Array) -> jax.Array:
         """(..., k) ints: for d = 1 the direction (0 stuck, +1 / -1 sliding along /

@@ -43,9 +43,11 @@ import numpy as np
 import optimistix as optx
 
 from ._complementarity import least_index_pivoting, pick, pivot_bound
+from ._constraints import rows
 from ._contact import AbstractContact
+from ._dissipative_impact import DissipativeImpact, dissipative_impact
 from ._driver import AbstractDriver, refuse_initial
-from ._dynamics import mass_matrix, row_solve
+from ._dynamics import mass_and_force, mass_matrix, row_solve
 from ._events import EventKind, EventLog, Switched, entry_at
 from ._field import ContactState, Field, Mode, contact_state, gap_function
 from ._friction import (
@@ -59,7 +61,7 @@ from ._friction import (
 )
 from ._impulse import Impulses, impulse_jump, velocity_rows
 from ._initial import AbstractInitialConditions, InitialCheck
-from ._latches import initially_latched, latch_state
+from ._latches import acceleration_rows, initially_latched, latch_state
 from ._latches import velocity_rows as latch_velocity_rows
 from ._results import RESULTS
 from ._solution import Solution
@@ -120,6 +122,14 @@ class _Motion:
         scale = jnp.sum(jnp.abs(fixed.cs.G), axis=1) * speed + jnp.abs(target)
         return least_index_pivoting(oracle, candidates, pivot_bound(k), scale=scale)
 
+    def dissipative(self, candidates, gd_target, qd, resting, needed, impulsive):
+        run = self.run
+        if run.field.friction is None:
+            return None
+        t, q, before, latched = self.t, self.q, self.qd, self.latched
+        args = (t, q, before, candidates, gd_target, qd, resting, impulsive, latched)
+        return _when(needed, lambda: run.dissipative(*args))
+
     def supporting(self, qd, candidates, sliding):
         fixed, field = _stopped(self), self.run.field
         qd_fixed = jax.lax.stop_gradient(qd)
@@ -147,6 +157,16 @@ class _Motion:
         fe = self.run.field.evaluate(self.t, (self.q, qd), Mode(engaged, sliding, self.latched))
         return fe.fs, fe.normal, fe.tangential
 
+    def slip_acceleration(self, qd, engaged, sliding):
+        fe = self.run.field.evaluate(self.t, (self.q, qd), Mode(engaged, sliding, self.latched))
+        assert fe.fs is not None
+        fs, qdd = fe.fs, fe.ev.terms.qdd
+        T = fs.T
+        growth = jnp.einsum("kdn,n->kd", T, qdd) + fs.Tdqd
+        # the size of the terms it sums: below sqrt(eps) of it the growth is round-off
+        size = jnp.einsum("kdn,n->kd", jnp.abs(T), jnp.abs(qdd)) + jnp.abs(fs.Tdqd)
+        return growth, norm(size)
+
     def hold(self, qd, engaged, stuck):
         G = contact_state(self.run.field.system, self.t, self.q, qd).G
         G = jnp.where(engaged[:, None], G, 0.0)
@@ -154,6 +174,14 @@ class _Motion:
 
     def friction_state(self, qd):
         return friction_state(self.run.field.system, self.t, self.q, qd, self.cs.g.shape[0])
+
+
+def _when(needed, compute):
+    """`compute()` where `needed` (a () bool), zeros of its shapes otherwise (one branch
+    runs under `jit`; both under `vmap`)."""
+    shapes = jax.eval_shape(compute)
+    skip = lambda: jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+    return jax.lax.cond(needed, compute, skip)
 
 
 def _stopped(motion: _Motion) -> _Motion:
@@ -485,6 +513,43 @@ class EventDriver(AbstractDriver):
         d = fs.T.shape[1]
         tangential = fr.tangential[:, 0] if d == 1 else norm(fr.tangential)
         return qd + fr.terms.qdd, fr.normal, tangential
+
+    def dissipative(
+        self, t, q, qd, candidates, gd_target, qd_after, resting, impulsive, latched=None
+    ) -> DissipativeImpact:
+        r"""The problem of maximal dissipation
+        (:func:`ukjax._dissipative_impact.dissipative_impact`), every bilateral row and the
+        `latched` latches' rows kept: where `impulsive`, the impact from `qd` of the
+        `candidates` with post-impact normal speeds $\ge$ `gd_target`; otherwise one level
+        up, the contact forces on the `resting` contacts at velocity `qd_after` (normal
+        accelerations $\ge$ the law's targets, complementary to $N \ge 0$, friction in the
+        pyramid with maximal dissipation of the tangential acceleration). One trace of the
+        problem serves both (the level is chosen by value)."""
+        field, k = self.field, candidates.shape[0]
+        system = field.system
+        _, J, c, solve = self._velocity_rows(t, q, qd, latched)
+        before = contact_state(system, t, q, qd)
+        # the resting level: the acceleration under the bilateral rows alone, at qd_after
+        _, Q = mass_and_force(system, t, q, qd_after)
+        A, b = rows(system, t, q, qd_after, field.stabilization)
+        if latched is not None:
+            A_l, b_l = acceleration_rows(latch_state(system, t, q, qd_after), latched)
+            A, b = jnp.concatenate([A, A_l]), jnp.concatenate([b, b_l])
+        a = solve(A, Q, b).qdd
+        cs = contact_state(system, t, q, qd_after)
+        fs_after = friction_state(system, t, q, qd_after, k)
+        assert field.contact is not None
+        pick_ = lambda x, y: jnp.where(impulsive, x, y)
+        v = pick_(qd, a)
+        c = pick_(c, J @ a)  # at rest: already on the rows (no projection)
+        rate = pick_(before.gd, cs.G @ a + cs.gdd0)
+        target = pick_(gd_target, field.contact.target_acceleration(cs.g, cs.gd))
+        offset = pick_(jnp.zeros_like(fs_after.Tdqd), fs_after.Tdqd)
+        fs = friction_state(system, t, q, qd, k)
+        chosen = pick_(candidates, resting)
+        return dissipative_impact(
+            solve, J, c, v, before.G, rate, fs, chosen, target, tangent_offset=offset
+        )
 
     def _apply_impulse(self, c: _Carry, now) -> _Carry:
         if self.impulses is None:
