@@ -523,8 +523,10 @@ class EventDriver(AbstractDriver):
         `candidates` with post-impact normal speeds $\ge$ `gd_target`; otherwise one level
         up, the contact forces on the `resting` contacts at velocity `qd_after` (normal
         accelerations $\ge$ the law's targets, complementary to $N \ge 0$, friction in the
-        pyramid with maximal dissipation of the tangential acceleration). One trace of the
-        problem serves both (the level is chosen by value)."""
+        pyramid with maximal dissipation of the tangential acceleration; not solved where a
+        resting contact slides: its kinetic force is fixed, and Painlevé's paradox has no
+        consistent force). One trace of the problem serves both (the level is chosen by
+        value)."""
         field, k = self.field, candidates.shape[0]
         system = field.system
         _, J, c, solve = self._velocity_rows(t, q, qd, latched)
@@ -538,7 +540,7 @@ class EventDriver(AbstractDriver):
         a = solve(A, Q, b).qdd
         cs = contact_state(system, t, q, qd_after)
         fs_after = friction_state(system, t, q, qd_after, k)
-        assert field.contact is not None
+        assert field.contact is not None and field.friction is not None
         pick_ = lambda x, y: jnp.where(impulsive, x, y)
         v = pick_(qd, a)
         c = pick_(c, J @ a)  # at rest: already on the rows (no projection)
@@ -547,9 +549,13 @@ class EventDriver(AbstractDriver):
         offset = pick_(jnp.zeros_like(fs_after.Tdqd), fs_after.Tdqd)
         fs = friction_state(system, t, q, qd, k)
         chosen = pick_(candidates, resting)
-        return dissipative_impact(
+        out = dissipative_impact(
             solve, J, c, v, before.G, rate, fs, chosen, target, tangent_offset=offset
         )
+        # a contact at rest that slides has its kinetic force fixed: where no normal force
+        # is consistent with it (Painleve's paradox), there is no solution to offer
+        slipping = resting & (norm(fs_after.vt) > field.friction.speed_tol(qd.dtype))
+        return out._replace(solved=out.solved & (impulsive | ~jnp.any(slipping)))
 
     def _apply_impulse(self, c: _Carry, now) -> _Carry:
         if self.impulses is None:
