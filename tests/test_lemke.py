@@ -144,6 +144,7 @@ def test_an_oblique_impact_between_generators_stays_inside_the_cone():
     assert after @ after < float(v @ v)
 
 
+@pytest.mark.slow  # 6 s of compilation: kept out of the default suite's 5 minutes
 def test_two_corners_of_a_block_impact_with_the_conditions_of_maximal_dissipation():
     # a planar block (x, y, theta; half-width 0.2, half-height 0.6, m = 1) landing flat on
     # both bottom corners while sliding and turning: an impact of two contacts at once
