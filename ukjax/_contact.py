@@ -241,8 +241,8 @@ class Impact(AbstractContact):
         impulsive = ~lcp.solved
         rescue = motion.dissipative(impacting | held, target, qd, resting, hit & ~solved, impulsive)
         if rescue is not None:
-            w = jnp.where(impulsive, rescue.w, lcp.w)
-            resting = jnp.where(impulsive, rest & (w <= self.speed_tol(g.dtype)), resting)
+            w = jnp.where(impulsive, rescue.w, lcp.w)  # the normal speed after the impact
+            resting = rest & (w <= self.speed_tol(g.dtype))
             tol = jnp.sqrt(jnp.finfo(g.dtype).eps) * jnp.max(jnp.abs(rescue.normal), initial=0.0)
             after = jnp.where(solved, after, resting & (rescue.normal > tol))
             solved = solved | rescue.solved

@@ -126,8 +126,8 @@ class _Motion:
         run = self.run
         if run.field.friction is None:
             return None
-        t, q, before, latched = self.t, self.q, self.qd, self.latched
-        args = (t, q, before, candidates, gd_target, qd, resting, impulsive, latched)
+        t, q, latched = self.t, self.q, self.latched
+        args = (t, q, self.qd, self.cs, candidates, gd_target, qd, resting, impulsive, latched)
         return _when(needed, lambda: run.dissipative(*args))
 
     def supporting(self, qd, candidates, sliding):
@@ -515,11 +515,22 @@ class EventDriver(AbstractDriver):
         return qd + fr.terms.qdd, fr.normal, tangential
 
     def dissipative(
-        self, t, q, qd, candidates, gd_target, qd_after, resting, impulsive, latched=None
+        self,
+        t,
+        q,
+        qd,
+        before: ContactState,
+        candidates,
+        gd_target,
+        qd_after,
+        resting,
+        impulsive,
+        latched=None,
     ) -> DissipativeImpact:
         r"""The problem of maximal dissipation
         (:func:`ukjax._dissipative_impact.dissipative_impact`), every bilateral row and the
-        `latched` latches' rows kept: where `impulsive`, the impact from `qd` of the
+        `latched` latches' rows kept: where `impulsive`, the impact from `qd` (with the
+        contact quantities `before` there) of the
         `candidates` with post-impact normal speeds $\ge$ `gd_target`; otherwise one level
         up, the contact forces on the `resting` contacts at velocity `qd_after` (normal
         accelerations $\ge$ the law's targets, complementary to $N \ge 0$, friction in the
@@ -530,7 +541,6 @@ class EventDriver(AbstractDriver):
         field, k = self.field, candidates.shape[0]
         system = field.system
         _, J, c, solve = self._velocity_rows(t, q, qd, latched)
-        before = contact_state(system, t, q, qd)
         # the resting level: the acceleration under the bilateral rows alone, at qd_after
         _, Q = mass_and_force(system, t, q, qd_after)
         A, b = rows(system, t, q, qd_after, field.stabilization)
@@ -547,10 +557,10 @@ class EventDriver(AbstractDriver):
         rate = pick_(before.gd, cs.G @ a + cs.gdd0)
         target = pick_(gd_target, field.contact.target_acceleration(cs.g, cs.gd))
         offset = pick_(jnp.zeros_like(fs_after.Tdqd), fs_after.Tdqd)
-        fs = friction_state(system, t, q, qd, k)
         chosen = pick_(candidates, resting)
+        # fs_after's rows and coefficients (functions of q) serve both levels
         out = dissipative_impact(
-            solve, J, c, v, before.G, rate, fs, chosen, target, tangent_offset=offset
+            solve, J, c, v, before.G, rate, fs_after, chosen, target, tangent_offset=offset
         )
         # a contact at rest that slides has its kinetic force fixed: where no normal force
         # is consistent with it (Painleve's paradox), there is no solution to offer

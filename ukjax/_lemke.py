@@ -68,13 +68,16 @@ def _pivot(table, r, e):
     return (table - col[:, None] * row[None, :]).at[r].set(row)
 
 
-def _leaving_row(table, e, m, tol):
-    """The ratio test on column `e` with lexicographic ties (on the rows of B^-1, the
-    tableau's first m columns); (row, whether any row bounds the step)."""
+def _leaving_row(table, basis, e, m, tol):
+    """The ratio test on column `e`: the artificial z_0's row where it is among the
+    smallest ratios (it leaves as soon as it can: the basis is then complementary), else
+    lexicographic ties (on the rows of B^-1, the tableau's first m columns); (row, whether
+    any row bounds the step)."""
     col = table[:, e]
     eligible = col > tol
     safe = jnp.where(eligible, col, 1.0)
     inf = jnp.asarray(jnp.inf, table.dtype)
+    ratio = jnp.where(eligible, table[:, -1] / safe, inf)
 
     def narrow(j, keep):
         ratio = jnp.where(keep, table[:, j] / safe, inf)
@@ -86,7 +89,12 @@ def _leaving_row(table, e, m, tol):
     _, keep = jax.lax.while_loop(
         tied, lambda c: (c[0] + 1, narrow(c[0], c[1])), (0, narrow(-1, eligible))
     )
-    return jnp.argmax(keep), jnp.any(eligible)
+    r = jnp.argmax(keep)
+    z0_row = jnp.argmax(basis == 2 * m)
+    z0_ties = eligible[z0_row] & (
+        ratio[z0_row] <= ratio[r] + tol * jnp.maximum(jnp.abs(ratio[r]), 1.0)
+    )
+    return jnp.where(z0_ties, z0_row, r), jnp.any(eligible)
 
 
 def lemke(M: jax.Array, q: jax.Array, max_pivots: int | None = None, rtol: float | None = None):
@@ -112,15 +120,7 @@ def lemke(M: jax.Array, q: jax.Array, max_pivots: int | None = None, rtol: float
     basis0 = jnp.where(feasible, basis, basis.at[start].set(2 * m))
 
     def body(c: _Tableau) -> _Tableau:
-        r, bounded = _leaving_row(c.table, c.entering, m, tol)
-        # z_0 leaves as soon as it can (then the basis is complementary)
-        col = c.table[:, c.entering]
-        ratio = jnp.where(col > tol, c.table[:, -1] / jnp.where(col > tol, col, 1.0), jnp.inf)
-        z0_row = jnp.argmax(c.basis == 2 * m)
-        z0_ties = (col[z0_row] > tol) & (
-            ratio[z0_row] <= ratio[r] + tol * jnp.maximum(jnp.abs(ratio[r]), 1.0)
-        )
-        r = jnp.where(z0_ties, z0_row, r)
+        r, bounded = _leaving_row(c.table, c.basis, c.entering, m, tol)
         leaving = c.basis[r]
         table = jnp.where(bounded, _pivot(c.table, r, c.entering), c.table)
         basis = jnp.where(bounded, c.basis.at[r].set(c.entering), c.basis)
