@@ -355,6 +355,26 @@ def test_the_same_arm_from_urdf_and_mjcf_moves_the_same_and_batch_equals_loop():
         np.testing.assert_allclose(single(angles[i]), batch[i], atol=1e-12)
 
 
+@pytest.mark.slow
+def test_a_urdf_arm_is_swept_and_its_joint_damping_fitted_as_any_system():
+    """A model read from a file is an ordinary System for the tools around `simulate`:
+    `ukjax.sweep` over initial angles, and `ukjax.fit` recovering the three joints'
+    damping (from a guess 2-6x off) from two of the swept runs' angles - which holds only
+    where the sweep's trajectories are `simulate`'s."""
+    arm = ukjax.from_urdf(ARM_URDF)
+    true = eqx.tree_at(lambda m: m.dof_damping, arm, np.array([0.3, 0.2, 0.05]))
+    ts = jnp.linspace(0.0, 1.0, 11)
+    angles = jnp.array([[0.3, 1.0, -0.5], [0.0, 0.2, 0.4], [1.0, -1.0, 0.1], [0.5, 0.5, 0.5]])
+    q0, qd0 = jax.vmap(lambda a: true.initial_state(a, jnp.array([1.0, 0.0, -1.0])))(angles)
+    swept = ukjax.sweep(true, q0, qd0, ts, progress=False)
+    assert swept.ok.all() and swept.q.shape == (4, 11, 3)
+    data = ukjax.TrajectoryData(ts, q0[:2], qd0[:2], q=jnp.asarray(swept.q[:2]))
+    guess = eqx.tree_at(lambda m: m.dof_damping, arm, np.array([0.1, 0.1, 0.1]))
+    res = ukjax.fit(guess, data, params=["dof_damping"], progress=False, max_steps=50)
+    assert res.converged, res.message
+    np.testing.assert_allclose(res.params["dof_damping"], [0.3, 0.2, 0.05], rtol=1e-6)
+
+
 @pytest.mark.extended  # 98 s here: the third tier (pytest -m extended), to keep CI in budget
 def test_gradients_with_respect_to_masses_inertias_and_initial_angles_match_finite_differences():
     model = ukjax.from_mjcf(ARM_MJCF)

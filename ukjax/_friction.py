@@ -310,10 +310,7 @@ class Coulomb(AbstractFriction):
         turning = reversing = jnp.asarray(False)
         if fs.vt.shape[1] > 1:  # a 3-D slip that does not stick slides on along itself
             turning = jnp.any(trig & was_sliding & ~slow)
-            # past round-off: a fresh slip's event fires at |v| >= floor (1-turn)/(1+turn)
-            least = (1.0 - self.turn) / (1.0 + self.turn) * slip_floor(before.vt.dtype)
-            grown = norm(before.vt) > 0.5 * least
-            reversing = jnp.any(trig & was_sliding & slow & ~holds & grown)
+            reversing = jnp.any(trig & was_sliding & slow & ~holds & self.grown(before.vt))
             new = jnp.where(turning | reversing, unit(before.vt, sliding), new)
         changed = jnp.where(turning | reversing, trig, trial) & engaged
         sliding = jnp.where(changed[:, None], new, sliding)
@@ -324,6 +321,16 @@ class Coulomb(AbstractFriction):
         kind = jnp.where(turning, EventKind.NONE, kind)
         after = motion.friction_state(qd)
         return sliding, qd, kind, entry_at(trig, slip_speed(fs)), entry_at(trig, slip_speed(after))
+
+    def grown(self, vt) -> jax.Array:
+        r"""(k,) whether a 3-D slip has grown past round-off: above half the speed
+        $\sqrt\varepsilon(1 - \text{turn})/(1 + \text{turn})$ at which a fresh slip's
+        event fires (:meth:`event_floor`). Its velocity's direction is then its heading
+        (:meth:`switch`); below, the consistent one is (:meth:`settle`). One threshold
+        for both: a slip between two thresholds was turned back and forth at one instant
+        (a ragdoll's hand: 20 events, 2e-10 s apart)."""
+        least = (1.0 - self.turn) / (1.0 + self.turn) * slip_floor(vt.dtype)
+        return norm(vt) > 0.5 * least
 
     def settle(self, engaged, sliding, fresh, motion: EventMotion):
         """A contact that has just engaged sticks if slow and admissible, else slides (along
@@ -336,7 +343,7 @@ class Coulomb(AbstractFriction):
         sliding = jnp.where(engaged[:, None], sliding, 0.0)
         # slips at round-off (just started: by the event's switch, or here) set out along
         # their consistent heading; one trace for both (the switch's own is not needed)
-        at_rest = norm(fs.vt) <= slip_floor(fs.vt.dtype)
+        at_rest = ~self.grown(fs.vt)
         fs, normal, tangential = motion.forces(motion.qd, engaged, sliding)
         bad = engaged & ~is_sliding(sliding) & ~fs.admissible(normal, tangential)
         sliding = jnp.where(bad[:, None], fs.heading_against(tangential), sliding)
@@ -553,10 +560,13 @@ def _rows(system: System, t, q, k: int):
 
 def friction_state(system: System, t, q, qd, k: int) -> FrictionState:
     r"""$T$, $v = T\dot q$, $\dot T\dot q$ (by a `jvp` along $(1, \dot q)$) and $\mu_s, \mu_k$."""
-    T, mu_s, mu_k = _rows(system, t, q, k)
-    velocity = lambda t_, q_: _rows(system, t_, q_, k)[0] @ qd
+
+    def velocity(t_, q_):  # the rows once: their values ride along as the jvp's aux
+        T_, mu_s_, mu_k_ = _rows(system, t_, q_, k)
+        return T_ @ qd, (T_, mu_s_, mu_k_)
+
     one = jnp.ones((), q.dtype)
-    vt, Tdqd = jax.jvp(velocity, (t, q), (one, qd))
+    vt, Tdqd, (T, mu_s, mu_k) = jax.jvp(velocity, (t, q), (one, qd), has_aux=True)
     return FrictionState(T, vt, Tdqd, mu_s, mu_k)
 
 
