@@ -12,8 +12,8 @@ along the run: no contact point below the floor, the energy (kinetic + gravity +
 springs) never rising (impacts, friction and damping only take energy).
 
 The hybrid program of this model (15 contacts with 3-D friction on 13 coordinates) takes
-about 4 minutes to compile on a 2-core CPU (`benchmarks/RESULTS.md`); the run itself under
-a minute per simulated second.
+about 3.5 minutes to compile on a 2-core CPU (`benchmarks/RESULTS.md`); the run itself
+under a minute for the 2 s shown.
 
     python examples/ragdoll_falls.py [--quick] [--out DIR]
 """

@@ -210,6 +210,7 @@ def test_rates_at_round_off_are_judged_against_their_own_size():
     assert bool(scaled.solved) and not bool(jnp.any(scaled.active))
 
 
+@pytest.mark.slow  # default-suite time (7 s)
 def test_rocking_block_transfers_its_pivot_with_housners_ratio():
     # Housner's block released tilted: the old corner lifts at each impact (it would need a
     # pulling impulse to stay), the block rocks on with theta'+/theta'- = (h^2 - 2b^2)/(h^2

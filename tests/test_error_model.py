@@ -208,6 +208,7 @@ def test_stall_guard_flags_only_steps_shorter_than_ten_ulps_of_t():
         assert bool(code(t0, t0) == diffrax.RESULTS.dt_min_reached)
 
 
+@pytest.mark.slow  # default-suite time (8 s)
 def test_vmap_throw_true_raises_and_throw_false_codes_each_member():
     batch = jnp.array([[1.0, 0.0], [1.1, 0.0], [jnp.nan, 0.0], [0.0, -1.0]])
     with pytest.raises(RUNTIME, match="ukjax:"):

@@ -188,6 +188,7 @@ def test_a_hook_in_lower_precision_than_the_state_is_named():
         )
 
 
+@pytest.mark.slow  # default-suite time (7 s)
 def test_solution_status_names_the_result_for_one_run_and_a_batch():
     """RESULTS prints success as RESULTS<> (diffrax's empty message): `status` names it."""
     run = lambda m: ukjax.simulate(

@@ -16,12 +16,12 @@ EXAMPLES = sorted(
 )
 
 
-# CI runs these (one per kind of run: a constrained pendulum, Coulomb stick-slip, impacts
-# with complementarity, fitting, a servo-constraint); the others are `extended`.
+# CI runs these (one per kind of run: a constrained pendulum, Coulomb stick-slip, fitting,
+# a servo-constraint; the rocking block's physics is in test_complementarity.py); the
+# others are `extended`.
 IN_CI = {
     "pendulum_cartesian_uk",
     "two_block_coulomb_friction",
-    "rocking_block_and_cradle",
     "fit_duffing",
     "disc_bar_energy_servo",
 }

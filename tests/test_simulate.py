@@ -5,6 +5,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from scipy.integrate import solve_ivp
 
 import ukjax
@@ -109,6 +110,7 @@ def test_duffing_constrained_follows_prescribed_motion_and_scipy():
     np.testing.assert_allclose(sol.q, ref.y[:2].T, atol=1e-8)
 
 
+@pytest.mark.slow  # default-suite time (7 s)
 def test_vmap_over_initial_conditions_and_parameters_equals_loop():
     """One batch program over initial velocities and the system's parameters (the rod
     lengths enter the constraints, g the forces) against one trajectory at a time."""

@@ -130,6 +130,7 @@ def test_jacobian_colouring_separates_shared_rows():
         assert np.all(pattern[:, cols].sum(axis=1) <= 1)
 
 
+@pytest.mark.slow  # default-suite time (6 s)
 def test_auto_kernels_choose_structure_by_size_and_work():
     auto = ukjax.Regularized()  # the default: from n = 16, where it does 20x less work
     q16, _ = _state(8)

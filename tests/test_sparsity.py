@@ -69,7 +69,9 @@ def _jacobians(q):
     return jax.jacfwd(chain)(q), jax.jacrev(chain)(q), jax.hessian(lambda x: x[0] * x[1] ** 2)(q)
 
 
-PROGRAMS = [_where_branches, _scatter_and_gather, _linear_algebra, _loops, _calls]
+SLOW = pytest.mark.slow  # default-suite time (9 and 6 s of compilation)
+PROGRAMS = [_where_branches, _scatter_and_gather, _linear_algebra]
+PROGRAMS += [pytest.param(_loops, marks=SLOW), pytest.param(_calls, marks=SLOW)]
 PROGRAMS += [_functions_of_zero, _jacobians]
 
 
