@@ -7,9 +7,10 @@ with the floor (15 rows), each with exact Coulomb stick-slip on its 3-D friction
 (mu = 0.8, the geoms' `friction`); impacts are inelastic (`ukjax.Impact(restitution=0.0)`,
 as MuJoCo's contacts are) and decided jointly over all contacts (complementarity; where
 the friction modes admit no solution, the impact of maximal dissipation). It is released
-tilted and moving, lands on a foot, folds, and comes down on its back and arms. Checked
-along the run: no contact point below the floor, the energy (kinetic + gravity + joint
-springs) never rising (impacts, friction and damping only take energy).
+tilted and moving, lands on its right shin (`shin_r`), folds, and ends lying on its
+trunk, head, legs and hands (the contact raster of the figure). Checked along the run:
+no contact point below the floor, the energy (kinetic + gravity + joint springs) never
+rising (impacts, friction and damping only take energy).
 
 The hybrid program of this model (15 contacts with 3-D friction on 13 coordinates) takes
 about 3.5 minutes to compile on a 2-core CPU (`benchmarks/RESULTS.md`); the run itself

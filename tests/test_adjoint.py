@@ -264,7 +264,7 @@ def test_forward_mode_through_impacts():
     np.testing.assert_allclose(forward, central, rtol=1e-6)
 
 
-@pytest.mark.slow
+@pytest.mark.extended  # 66 s: CI's 30-minute budget (second derivatives are the extended tier's)
 def test_hessian_without_an_adjoint_given_matches_the_closed_form():
     """jax.hessian of simulate with no adjoint given (ReplayAdjoint, whose rule is
     differentiated again) equals the Hessian of the closed-form motion with respect to
