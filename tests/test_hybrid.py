@@ -13,6 +13,7 @@ import pytest
 
 import ukjax
 from references import bouncing_ball_impacts, kkt_impulse, pendulum_wall_reference
+from ukjax._hybrid import _segment_saves
 from ukjax.systems import BouncingBall, CartesianPendulum, ImpulsiveFourBar
 
 
@@ -431,3 +432,19 @@ def test_a_contact_approached_at_constant_speed_is_not_stepped_over():
     assert abs(float(sol.events.time[0]) - 4.9) < 1e-12
     np.testing.assert_allclose(sol.qd[-1], [-1.0, 0.0], atol=1e-12)  # bounced straight back
     np.testing.assert_allclose(sol.q[-1], [-0.2, 0.0], atol=1e-11)
+
+
+def test_a_segment_hands_diffrax_its_own_saves_only():
+    """The saves of a segment from t0 to t1: those in [t0, t1] first and in order, the rest
+    NaN (diffrax never reaches them: a segment that starts late does not interpolate the
+    saves before it); rolling the result back by `shift` restores the order of `ts`."""
+    ts = jnp.linspace(0.0, 2.0, 11)
+    for t0, t1 in [(0.0, 2.0), (0.55, 1.2), (0.6, 0.6), (1.7, 2.0), (0.0, 0.05)]:
+        shift, seg = _segment_saves(ts, jnp.asarray(t0), jnp.asarray(t1))
+        inside = (ts >= t0) & (ts <= t1)
+        n = int(np.sum(inside))
+        seg = np.asarray(seg)
+        np.testing.assert_array_equal(seg[:n], np.asarray(ts)[np.asarray(inside)])
+        assert np.all(np.isnan(seg[n:]))
+        back = np.asarray(jnp.roll(jnp.asarray(seg), shift))
+        np.testing.assert_array_equal(np.isnan(back), ~np.asarray(inside))

@@ -203,6 +203,21 @@ class _TimeBisection(optx.Bisection):
         return width < self.atol + self.rtol * jnp.abs(y), optx.RESULTS.successful
 
 
+def _segment_saves(ts, t0, t1):
+    r"""(shift, times): the save times a segment from `t0` to `t1` hands diffrax: `ts`
+    rotated left by `shift` (the number of `ts` before `t0`), so that the saves inside
+    the segment come first, in order, clipped to [t0, t1], and the rest after them as NaN.
+    diffrax interpolates a save when a step passes its time, so it never reaches a NaN (a
+    comparison with NaN is false) and a segment interpolates its own saves only, not all
+    of `ts`: under `jax.vmap` a member does not wait on another's discarded saves.
+    `jnp.roll(saved, shift, axis=0)` puts the saves back in the order of `ts` (those
+    not reached stay unsaved: not finite)."""
+    shift = jnp.sum(ts < t0)
+    rotated = jnp.roll(ts, -shift)
+    tail = (jnp.arange(ts.shape[0]) >= ts.shape[0] - shift) | (rotated > t1)
+    return shift, jnp.where(tail, jnp.nan, jnp.clip(rotated, t0, t1))
+
+
 def _offset(values, floors):
     """Per contact: a shift making the segment's initial event value strictly positive
     (the smallest normal number; at least `floors`, the laws' own start levels), so that a
@@ -285,7 +300,8 @@ class EventDriver(AbstractDriver):
         events = self.at_events()  # its kernels for all but the stages' vector field
         values0 = events.field.event_values(c.t, (c.q, c.qd), c.mode)
         offset = _offset(values0, self.field.event_floors(c.mode, values0.dtype))
-        saves = self.stepping.saves(self.field, jnp.clip(ts, c.t, t_end))
+        shift, seg_ts_in = _segment_saves(ts, c.t, t_end)
+        saves = self.stepping.saves(self.field, seg_ts_in)
         sol = self.stepping.solve(
             self.field,
             c.t,
@@ -296,7 +312,10 @@ class EventDriver(AbstractDriver):
             events._event(c.mode, offset) if self._has_events else None,
             horizon=self._horizon if self.num_contacts else None,
         )
-        seg_ts, (seg_q, seg_qd) = sol.ts[0], sol.ys[0]  # pyright: ignore
+        seg_ts, seg_q, seg_qd = (
+            jnp.roll(x, shift, axis=0)
+            for x in (sol.ts[0], *sol.ys[0])  # pyright: ignore
+        )
         t_stop = sol.ts[1][-1]  # pyright: ignore
         q1, qd1 = (x[-1] for x in sol.ys[1])  # pyright: ignore
         span = jnp.abs(ts[-1] - ts[0])
