@@ -206,7 +206,7 @@ class _TimeBisection(optx.Bisection):
 def _segment_saves(ts, t0, t1):
     r"""(shift, times): the save times a segment from `t0` to `t1` hands diffrax: `ts`
     rotated left by `shift` (the number of `ts` before `t0`), so that the saves inside
-    the segment come first, in order, clipped to [t0, t1], and the rest after them as NaN.
+    the segment come first, in order, and the rest after them as NaN.
     diffrax interpolates a save when a step passes its time, so it never reaches a NaN (a
     comparison with NaN is false) and a segment interpolates its own saves only, not all
     of `ts`: under `jax.vmap` a member does not wait on another's discarded saves.
@@ -214,8 +214,7 @@ def _segment_saves(ts, t0, t1):
     not reached stay unsaved: not finite)."""
     shift = jnp.sum(ts < t0)
     rotated = jnp.roll(ts, -shift)
-    tail = (jnp.arange(ts.shape[0]) >= ts.shape[0] - shift) | (rotated > t1)
-    return shift, jnp.where(tail, jnp.nan, jnp.clip(rotated, t0, t1))
+    return shift, jnp.where((rotated >= t0) & (rotated <= t1), rotated, jnp.nan)
 
 
 def _offset(values, floors):
