@@ -67,7 +67,7 @@ import jax.numpy as jnp
 
 from ._dynamics import RowSolve
 from ._events import EventKind, EventMotion, entry_at
-from ._linalg import pinv_solve
+from ._linalg import pinv_solve, row_multipliers
 from ._system import System, overrides
 from ._uk import UKTerms
 
@@ -645,7 +645,7 @@ def multipliers(A, terms: UKTerms, C=None) -> jax.Array:
     ($MA_M^+(b - Aa)$, $a = M^{-1}Q$) less the part $MA_M^+AM^{-1}C$ that the rows take
     from a non-ideal force $C$ (Udwadia 2004, eqs 11-12)."""
     Qc = terms.Qc_ideal if C is None else terms.Qc_ideal + terms.Qc_nonideal - C
-    return pinv_solve(A.T, Qc[:, None])[:, 0]
+    return row_multipliers(A, Qc)
 
 
 def frictional_solve(
