@@ -70,6 +70,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ._batching import batched_like
+
 
 class Complementarity(NamedTuple):
     """The solution of a contact complementarity problem."""
@@ -116,6 +118,7 @@ def least_index_pivoting(
     max_pivots: int,
     rtol: float | None = None,
     scale: jax.Array | None = None,
+    dtype=None,
 ) -> Complementarity:
     r"""Murty's least-index method (module docstring) over the `candidates` ((k,) bool;
     the others stay inactive and unchecked). `oracle(S)` gives $(z, w)$ for the active set
@@ -131,8 +134,8 @@ def least_index_pivoting(
         return Complementarity(candidates, z, w, jnp.asarray(True))
     # One trace of the oracle: each pass evaluates the current guess, then pivots on it.
     zeros = jnp.zeros(k, bool)
-    z_like, w_like = jax.eval_shape(oracle, zeros)
-    dtype = w_like.dtype
+    if dtype is None:
+        dtype = jax.eval_shape(oracle, zeros)[1].dtype
     tol = float(jnp.finfo(dtype).eps) ** 0.5 if rtol is None else rtol
     tiny = jnp.finfo(dtype).tiny
     floor = tiny if scale is None else jnp.maximum(jnp.where(candidates, scale, 0.0), tiny)
@@ -190,8 +193,7 @@ def least_index_pivoting(
             kept_w=jnp.where(extend, w, c.kept_w),
         )
 
-    z0 = jnp.zeros(z_like.shape, z_like.dtype)
-    w0 = jnp.zeros(w_like.shape, dtype)
+    z0 = w0 = jnp.zeros(k, dtype)
     start = _Pass(
         active=zeros,
         z=z0,
@@ -205,7 +207,7 @@ def least_index_pivoting(
         kept_z=z0,
         kept_w=w0,
     )
-    out = jax.lax.while_loop(lambda c: ~c.done, body, start)
+    out = jax.lax.while_loop(lambda c: ~c.done, body, batched_like(start, (candidates, scale)))
     active, z, w = out.active, out.z, out.w
     solved = ~jnp.any(infeasible(active, z, w, out.w_tol))
     return Complementarity(active, jnp.where(active, z, 0.0), w, solved)

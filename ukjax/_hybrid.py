@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
+from ._batching import batched_like
 from ._complementarity import least_index_pivoting, pick, pivot_bound
 from ._constraints import rows
 from ._contact import AbstractContact
@@ -120,7 +121,9 @@ class _Motion:
         # velocity component (the jump mixes them: a body sliding on touching corners)
         speed = jnp.max(jnp.abs(fixed.qd), initial=0.0)
         scale = jnp.sum(jnp.abs(fixed.cs.G), axis=1) * speed + jnp.abs(target)
-        return least_index_pivoting(oracle, candidates, pivot_bound(k), scale=scale)
+        return least_index_pivoting(
+            oracle, candidates, pivot_bound(k), scale=scale, dtype=fixed.qd.dtype
+        )
 
     def dissipative(self, candidates, gd_target, qd, resting, needed, impulsive):
         run = self.run
@@ -143,7 +146,7 @@ class _Motion:
             return fixed.run.field.forces(fe), gdd - field.contact.target_acceleration(cs.g, cs.gd)
 
         k = candidates.shape[0]
-        lcp = least_index_pivoting(oracle, candidates, pivot_bound(k))
+        lcp = least_index_pivoting(oracle, candidates, pivot_bound(k), dtype=fixed.qd.dtype)
         return lcp.active, lcp.solved
 
     def slip_modes(self, qd, fresh, sliding):
@@ -659,7 +662,7 @@ class EventDriver(AbstractDriver):
         c = eqxi.while_loop(
             lambda c: ~c.done,
             lambda c: self._segment(c, ts),
-            carry,
+            batched_like(carry, (self, q0, qd0, ts)),  # each member ends on its own
             max_steps=self.max_events + n_impulses + 2,
             # reverse mode needs the checkpointed loop, forward mode a plain one, and both
             # (diffrax's DirectAdjoint: second derivatives) a bounded one

@@ -42,6 +42,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ._batching import batched_like
+
 
 class LCPSolution(NamedTuple):
     """The solution of an LCP by :func:`lemke`."""
@@ -86,9 +88,8 @@ def _leaving_row(table, basis, e, m, tol):
 
     # ties only: the columns of B^-1 are visited until one row is left
     tied = lambda c: (c[0] < m) & (jnp.sum(c[1]) > 1)
-    _, keep = jax.lax.while_loop(
-        tied, lambda c: (c[0] + 1, narrow(c[0], c[1])), (0, narrow(-1, eligible))
-    )
+    start = batched_like((jnp.zeros((), jnp.int32), narrow(-1, eligible)), table)
+    _, keep = jax.lax.while_loop(tied, lambda c: (c[0] + 1, narrow(c[0], c[1])), start)
     r = jnp.argmax(keep)
     z0_row = jnp.argmax(basis == 2 * m)
     z0_ties = eligible[z0_row] & (
@@ -133,7 +134,7 @@ def lemke(M: jax.Array, q: jax.Array, max_pivots: int | None = None, rtol: float
     init = _Tableau(
         table0, basis0, first, jnp.zeros((), jnp.int32), feasible, jnp.asarray(feasible)
     )
-    out = jax.lax.while_loop(lambda c: ~c.done, body, init)
+    out = jax.lax.while_loop(lambda c: ~c.done, body, batched_like(init, (M, q)))
     values = out.table[:, -1]
     is_z = (out.basis >= m) & (out.basis < 2 * m)
     index = jnp.where(is_z, out.basis - m, m)  # m: out of range, dropped
