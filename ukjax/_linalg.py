@@ -22,7 +22,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ._kernels import LAPACK, UNROLL_MAX_N, UNROLLED, DenseOps
+from ._kernels import LAPACK, DenseOps
 from ._precision import full_precision
 
 
@@ -103,19 +103,22 @@ def full_rank_solve(B: jax.Array, e: jax.Array, ops: DenseOps = LAPACK):
     return ops.matmul(B.T, lam), ok
 
 
-def row_multipliers(A: jax.Array, F: jax.Array, refinements: int = 3) -> jax.Array:
+def row_multipliers(
+    A: jax.Array, F: jax.Array, ops: DenseOps = LAPACK, refinements: int = 3
+) -> jax.Array:
     r"""The minimum-norm multipliers $\Lambda$ of forces $F$ ((n,) or (n, k)) that lie in the
     range of $A^T$ (the constraint forces of the rows of A (m, n), as the UK equation
     makes them): $A^T\Lambda = F$, by :func:`regularized_solve` of $A^T\Lambda = F$ (the
-    same filter as the UK solve's, smooth at every rank; `refinements` = K), with the
-    unrolled kernels for n <= 8 coordinates (they fuse under `jax.vmap`).
+    same filter as the UK solve's, smooth at every rank; `refinements` = K) with the
+    dense operations `ops` (the caller's kernels for n coordinates: the Gram matrix is
+    n x n).
 
     $\Lambda = A\,Y$ lies in the range of A, so a redundant row takes no more than its
     minimum-norm share (a zero row's multiplier is exactly 0, repeated rows share
     equally), and the pseudo-inverse solution holds to a relative $(\tau/\sigma)^{2(K+1)}$
-    on the singular values $\sigma \gg \tau$ of the scaled $A^T$. The SVD this replaces
-    (:func:`pinv_solve`) was a per-member LAPACK call under `jax.vmap`: a third of a
-    bouncing-ball batch's run, where the contact force is an event value.
+    on the singular values $\sigma \gg \tau$ of the scaled $A^T$. Unlike
+    :func:`pinv_solve` (an SVD, a per-member LAPACK call under `jax.vmap`) it runs on
+    the same kernels as the UK solve.
 
     Example:
         >>> import jax.numpy as jnp
@@ -126,7 +129,6 @@ def row_multipliers(A: jax.Array, F: jax.Array, refinements: int = 3) -> jax.Arr
     """
     vector = F.ndim == 1
     F = F[:, None] if vector else F
-    ops = UNROLLED if A.shape[1] <= UNROLL_MAX_N else LAPACK
     tau = default_regularization(A.dtype)
     lam = regularized_solve(A.T, F, tau, refinements, ops)
     return lam[:, 0] if vector else lam
