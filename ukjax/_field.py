@@ -165,8 +165,8 @@ class Field(eqx.Module):
             return fe.normal
         assert fe.cs is not None
         k, inputs = fe.cs.g.shape[0], fe.ev.inputs
-        ops = self.uk_solver.kernels.ops(inputs.A.shape[1])
-        return multipliers(inputs.A, fe.ev.terms, inputs.C, ops)[fe.m : fe.m + k]
+        lam = multipliers(inputs.A, fe.ev.terms, inputs.C, self.uk_solver.kernels)
+        return lam[fe.m : fe.m + k]
 
     @eqx.filter_jit  # traced once, reused by every call of the event's root find
     def event_values(self, t, y, mode: Mode) -> jax.Array:

@@ -67,7 +67,7 @@ import jax.numpy as jnp
 
 from ._dynamics import RowSolve
 from ._events import EventKind, EventMotion, entry_at
-from ._kernels import LAPACK, DenseOps
+from ._kernels import AbstractKernels
 from ._linalg import pinv_solve, row_multipliers
 from ._system import System, overrides
 from ._uk import UKTerms
@@ -639,15 +639,15 @@ class FrictionalSolve(eqx.Module):
     tangential: jax.Array
 
 
-def multipliers(A, terms: UKTerms, C=None, ops: DenseOps = LAPACK) -> jax.Array:
+def multipliers(A, terms: UKTerms, C, kernels: AbstractKernels) -> jax.Array:
     r"""Least-squares $A^T\lambda = M\ddot q - Q - C$ (minimum norm for redundant rows).
 
     The force of the rows is the whole ideal part of the constraint force: `Qc_ideal`
     ($MA_M^+(b - Aa)$, $a = M^{-1}Q$) less the part $MA_M^+AM^{-1}C$ that the rows take
-    from a non-ideal force $C$ (Udwadia 2004, eqs 11-12). `ops`: the run's dense kernels
-    for the n coordinates (:meth:`ukjax.AbstractKernels.ops`)."""
+    from a non-ideal force $C$ (Udwadia 2004, eqs 11-12); C None: no non-ideal force.
+    `kernels`: the run's, whose dense operations for A's n coordinates do the solve."""
     Qc = terms.Qc_ideal if C is None else terms.Qc_ideal + terms.Qc_nonideal - C
-    return row_multipliers(A, Qc, ops)
+    return row_multipliers(A, Qc, kernels.ops(A.shape[1]))
 
 
 def frictional_solve(

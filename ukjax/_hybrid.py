@@ -526,8 +526,7 @@ class EventDriver(AbstractDriver):
         m = J.shape[0]
         if self.field.friction is None:
             terms = solve(A, jnp.zeros_like(qd), b)
-            ops = self.field.uk_solver.kernels.ops(A.shape[1])
-            normal = multipliers(A, terms, ops=ops)[m : m + k]
+            normal = multipliers(A, terms, None, self.field.uk_solver.kernels)[m : m + k]
             return qd + terms.qdd, normal, jnp.zeros_like(normal)
         fs = friction_state(self.field.system, t, q, qd, k)
         fs = eqx.tree_at(lambda f: f.Tdqd, fs, fs.vt)  # stick: T dqd = -T qd-
