@@ -116,6 +116,72 @@ def test_a_tree_of_hinges_and_slides_takes_its_jacobian_from_the_joint_axes():
         np.testing.assert_allclose(qacc(q, qd), data.qacc, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.slow  # default-suite time
+def test_recursive_dynamics_of_trees_of_hinges_and_slides_equal_the_jacobian_form():
+    """The composite rigid-body and recursive Newton-Euler algorithms (a scan over the
+    bodies) against Kane's equations from the joint-axes Jacobian, at random states: a
+    branching tree with a slide, two joints on one body, springs, armature and damping;
+    and a 12-link chain, which takes the recursion by default (`RECURSIVE_MIN_BODIES`),
+    against the Jacobian form, also in float32 and under vmap over the link masses."""
+    tree = ukjax.from_mjcf(HINGE_SLIDE_TREE)
+    chain = ukjax.from_mjcf(_chain_xml(12))
+    assert chain._recursive() and not tree._recursive()
+    rng = np.random.default_rng(3)
+    for model in (tree, chain):
+        n = model.nq
+        q, qd = (jnp.asarray(rng.uniform(-1.5, 1.5, n)) for _ in range(2))
+        M, tau = jax.jit(lambda q, qd: model._tree_dynamics(q, qd))(q, qd)
+        M_ref = jax.jit(lambda q: _jacobian_mass_matrix(model, q))(q)
+        np.testing.assert_allclose(M, M_ref, atol=1e-12)
+        Q_ref = jax.jit(lambda q, qd: _jacobian_force(model, q, qd))(q, qd)
+        Q = -tau - model._potential_gradient(0.0, q, None)  # the springs
+        np.testing.assert_allclose(Q, Q_ref, atol=1e-11 * float(jnp.abs(Q_ref).max()))
+    q, qd = (rng.uniform(-1.5, 1.5, chain.nq) for _ in range(2))
+    M, Q = chain.mass_and_force(0.0, jnp.asarray(q, jnp.float32), jnp.asarray(qd, jnp.float32))
+    assert M.dtype == Q.dtype == jnp.float32
+    M64, Q64 = chain.mass_and_force(0.0, jnp.asarray(q), jnp.asarray(qd))
+    np.testing.assert_allclose(M, M64, atol=1e-5 * float(jnp.abs(M64).max()))
+    np.testing.assert_allclose(Q, Q64, atol=1e-4 * float(jnp.abs(Q64).max()))
+    masses = jnp.asarray(chain.body_mass) * jnp.linspace(0.5, 2.0, 3)[:, None]
+
+    def with_masses(m):
+        return eqx.tree_at(lambda c: c.body_mass, chain, m)
+
+    batched = jax.vmap(lambda m: with_masses(m).mass_matrix(0.0, jnp.asarray(q)))(masses)
+    for k in range(3):
+        expected = _jacobian_mass_matrix(with_masses(masses[k]), jnp.asarray(q))
+        np.testing.assert_allclose(batched[k], expected, atol=1e-12)
+
+
+def _chain_xml(n):
+    body = '<geom type="capsule" fromto="0 0 0 0 0 -0.2" size="0.02"/>'
+    xml = ""
+    for _ in range(n):
+        xml += f'<body pos="0 0 -0.2"><joint type="hinge" axis="0 1 0" damping="0.01"/>{body}'
+    xml += "</body>" * n
+    return (
+        f'<mujoco><option><flag contact="disable"/></option><worldbody>{xml}</worldbody></mujoco>'
+    )
+
+
+def _jacobian_mass_matrix(model, q):
+    J = model._joint_jacobian(q)
+    return J.T @ (model._weights(q.dtype)[:, None] * J)
+
+
+def _jacobian_force(model, q, qd):
+    """Q without damping from the joint-axes Jacobian (Kane's equations)."""
+    kinematics = model._joint_axes(q)
+    J = model._joint_jacobian(q, kinematics)
+    W = model._weights(q.dtype)
+    u, u_dot = J @ qd, model._joint_bias(q, qd, kinematics)
+    nb = len(model.parents)
+    omega = u[3 * nb : 6 * nb].reshape(nb, 3)
+    gyroscopic = jnp.cross(omega, jnp.asarray(model.body_inertia) * omega).reshape(-1)
+    bias = (W * u_dot).at[3 * nb : 6 * nb].add(gyroscopic)
+    return -J.T @ bias - model._potential_gradient(0.0, q, J)
+
+
 def test_float32_accelerations_match_mujoco_to_single_precision():
     m = mujoco.MjModel.from_xml_string(TREE)
     data = mujoco.MjData(m)

@@ -62,9 +62,14 @@ from ._quaternion import (
 )
 from ._rigid_animation import animate as _animate
 from ._system import System
+from ._tree_dynamics import tree_dynamics
 
 
 FREE, BALL, SLIDE, HINGE = 0, 1, 2, 3  # MuJoCo's mjtJoint
+# Trees of hinges and slides with at least this many bodies take the recursive dynamics
+# (:mod:`ukjax._tree_dynamics`); smaller ones the joint-axes Jacobian. Measured on chains
+# (benchmarks/RESULTS.md, stop 63): the Jacobian is faster at 8 bodies, the recursion at 10.
+RECURSIVE_MIN_BODIES = 10
 
 
 class Joint(NamedTuple):
@@ -519,8 +524,25 @@ class RigidModel(System):
             [linear.reshape(-1), angular.reshape(-1), jnp.zeros(self.nv, q.dtype)]
         )
 
+    def _recursive(self) -> bool:
+        """Whether M and Q come from :mod:`ukjax._tree_dynamics` (a tree of hinges and
+        slides with at least `RECURSIVE_MIN_BODIES` bodies)."""
+        return self._hinges_and_slides() and len(self.parents) - 1 >= RECURSIVE_MIN_BODIES
+
+    def _tree_dynamics(self, q, qd):
+        r"""$(M, \tau)$ of a tree of hinges and slides in q's order, armature included:
+        :func:`ukjax._tree_dynamics.tree_dynamics` (composite rigid bodies and recursive
+        Newton-Euler, a scan over the bodies)."""
+        M, tau = tree_dynamics(self, q, qd, self._tree_masks()[1])
+        order = np.argsort([joint.qpos for joint in self.joints])
+        M = M[order][:, order] + jnp.diag(self._param("dof_armature", q.dtype))
+        return M, tau[order]
+
     def mass_matrix(self, t, q):
-        r"""$M = J^TWJ$ with $J = \partial u/\partial\dot q$ of the quasi-velocities."""
+        r"""$M = J^TWJ$ with $J = \partial u/\partial\dot q$ of the quasi-velocities
+        (by composite rigid bodies for a large tree of hinges and slides)."""
+        if self._recursive():
+            return self._tree_dynamics(q, jnp.zeros_like(q))[0]
         J = self._velocity_jacobian(q)
         return J.T @ (self._weights(q.dtype)[:, None] * J)
 
@@ -532,8 +554,17 @@ class RigidModel(System):
         tree of hinges and slides $J$ and $\dot J\dot q$ come from one pass of the
         kinematics (:meth:`_joint_jacobian`, :meth:`_joint_bias`) instead of
         differentiating it; otherwise $\dot J\dot q$ is one forward derivative of $u$
-        along $\dot q$."""
+        along $\dot q$. A tree of hinges and slides with at least `RECURSIVE_MIN_BODIES`
+        bodies takes the composite rigid-body and recursive Newton-Euler algorithms instead
+        (:mod:`ukjax._tree_dynamics`; the same M and Q, tested): O(n) per body and one
+        compiled body step, where the Jacobian's work grows with the number of bodies
+        times the joints above them."""
         dtype = q.dtype
+        damping = self.forces(t, q, qd)
+        if self._recursive():  # composite rigid bodies and recursive Newton-Euler
+            M, tau = self._tree_dynamics(q, qd)
+            Q = -tau - self._potential_gradient(t, q, None)
+            return M, Q if damping is None else Q + damping
         W = self._weights(dtype)
         if self._hinges_and_slides():  # J and its rate from one pass of the kinematics
             kinematics = self._joint_axes(q)
@@ -551,19 +582,20 @@ class RigidModel(System):
         bias = W * u_dot
         bias = bias.at[3 * nb : 6 * nb].add(gyroscopic)
         Q = -J.T @ bias - self._potential_gradient(t, q, J)
-        damping = self.forces(t, q, qd)
         return M, Q if damping is None else Q + damping
 
     def _potential_gradient(self, t, q, J):
         r"""$\partial V/\partial q$: for a tree of hinges and slides from the Jacobian J of
-        the centres of mass ($-J_c^T m g$) and the joint springs, by reverse-mode
-        differentiation of :meth:`potential_energy` otherwise."""
+        the centres of mass ($-J_c^T m g$) and the joint springs (J None: the springs
+        only), by reverse-mode differentiation of :meth:`potential_energy` otherwise."""
         if not self._hinges_and_slides():
             return jax.grad(lambda x: self.potential_energy(t, x))(q)
         dtype = q.dtype
-        nb = len(self.parents)
-        weight = self._param("body_mass", dtype)[:, None] * self._param("gravity", dtype)
-        grad = -J[: 3 * nb].T @ weight.reshape(-1)
+        grad = jnp.zeros_like(q)
+        if J is not None:  # None: the gravity is in the recursive dynamics' forces
+            nb = len(self.parents)
+            weight = self._param("body_mass", dtype)[:, None] * self._param("gravity", dtype)
+            grad = -J[: 3 * nb].T @ weight.reshape(-1)
         at = np.array([j.qpos for j in self.joints], int)  # one coordinate per joint
         k = self._param("jnt_stiffness", dtype)
         return grad.at[at].add(k * (q[at] - self._param("qpos_spring", dtype)[at]))
