@@ -563,7 +563,7 @@ class RigidModel(System):
         damping = self.forces(t, q, qd)
         if self._recursive():  # composite rigid bodies and recursive Newton-Euler
             M, tau = self._tree_dynamics(q, qd)
-            Q = -tau - self._potential_gradient(t, q, None)
+            Q = -tau - self._spring_gradient(q)
             return M, Q if damping is None else Q + damping
         W = self._weights(dtype)
         if self._hinges_and_slides():  # J and its rate from one pass of the kinematics
@@ -586,19 +586,21 @@ class RigidModel(System):
 
     def _potential_gradient(self, t, q, J):
         r"""$\partial V/\partial q$: for a tree of hinges and slides from the Jacobian J of
-        the centres of mass ($-J_c^T m g$) and the joint springs (J None: the springs
-        only), by reverse-mode differentiation of :meth:`potential_energy` otherwise."""
+        the centres of mass ($-J_c^T m g$) and the joint springs, by reverse-mode
+        differentiation of :meth:`potential_energy` otherwise."""
         if not self._hinges_and_slides():
             return jax.grad(lambda x: self.potential_energy(t, x))(q)
+        nb = len(self.parents)
+        weight = self._param("body_mass", q.dtype)[:, None] * self._param("gravity", q.dtype)
+        return -J[: 3 * nb].T @ weight.reshape(-1) + self._spring_gradient(q)
+
+    def _spring_gradient(self, q):
+        r"""$\partial V/\partial q$ of the joint springs of a tree of hinges and slides."""
         dtype = q.dtype
-        grad = jnp.zeros_like(q)
-        if J is not None:  # None: the gravity is in the recursive dynamics' forces
-            nb = len(self.parents)
-            weight = self._param("body_mass", dtype)[:, None] * self._param("gravity", dtype)
-            grad = -J[: 3 * nb].T @ weight.reshape(-1)
         at = np.array([j.qpos for j in self.joints], int)  # one coordinate per joint
         k = self._param("jnt_stiffness", dtype)
-        return grad.at[at].add(k * (q[at] - self._param("qpos_spring", dtype)[at]))
+        stretch = k * (q[at] - self._param("qpos_spring", dtype)[at])
+        return jnp.zeros_like(q).at[at].add(stretch)
 
     def potential_energy(self, t, q):
         dtype = q.dtype

@@ -40,6 +40,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._quaternion import rotation_matrix
+
 
 HINGE = 3  # MuJoCo's mjtJoint code (the other joint of these trees: a slide)
 
@@ -96,18 +98,6 @@ def _axis_rotation(u, angle):
     )
 
 
-def quaternion_matrices(p):
-    """Rotation matrices (k, 9) (rows flattened) of the quaternions p (k, 4)."""
-    n = p / jnp.linalg.norm(p, axis=-1, keepdims=True)
-    w, x, y, z = n[:, 0], n[:, 1], n[:, 2], n[:, 3]
-    rows = (
-        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
-    )  # fmt: skip
-    return jnp.stack(rows, axis=-1)
-
-
 def _flat(*parts):
     return jnp.stack([x for part in parts for x in part])
 
@@ -145,6 +135,11 @@ class _Layout:
                 slide[b - 1, k] = model.joints[j].kind != HINGE
         self.joint, self.hinge, self.slide = joint, hinge, slide
         self.qpos = np.array([j.qpos for j in model.joints], int)
+        self.body = np.zeros(len(model.joints), int)  # each joint's body (row) and slot
+        self.slot = np.zeros(len(model.joints), int)
+        for b in range(1, nb):
+            for k, j in enumerate(model.body_joints[b]):
+                self.body[j], self.slot[j] = b - 1, k
 
 
 def _forward_inputs(model, layout, q, qd):
@@ -160,9 +155,9 @@ def _forward_inputs(model, layout, q, qd):
     return (
         jnp.arange(1, len(model.parents)),
         jnp.asarray(layout.parents),
-        quaternion_matrices(param("body_quat")[1:]),
+        rotation_matrix(param("body_quat")[1:]).reshape(-1, 9),
         param("body_pos")[1:],
-        quaternion_matrices(param("body_iquat")[1:]),
+        rotation_matrix(param("body_iquat")[1:]).reshape(-1, 9),
         param("body_ipos")[1:],
         param("body_inertia")[1:],
         param("body_mass")[1:],
@@ -252,20 +247,15 @@ def tree_dynamics(model, q, qd, before: np.ndarray):
         _forward_inputs(model, layout, q, qd),
     )
     forces = jax.vmap(_body_force)(inertias, V, A)
-    zero = jnp.zeros((1,), dtype)
+    world = jnp.zeros((1, 6), dtype), jnp.zeros((1, 13), dtype)  # the root's rows
     _, (subtree_forces, composite) = jax.lax.scan(
         _backward_step,
-        (jnp.concatenate([zero[:, None] * forces[:1], forces]),
-         jnp.concatenate([zero[:, None] * inertias[:1], inertias])),
+        (jnp.concatenate([world[0], forces]), jnp.concatenate([world[1], inertias])),
         (jnp.arange(1, nb), jnp.asarray(layout.parents)),
         reverse=True,
-    )  # fmt: skip
-    nj = len(model.joints)
-    body, slot = np.zeros(nj, int), np.zeros(nj, int)
-    for b in range(1, nb):
-        for k, j in enumerate(model.body_joints[b]):
-            body[j], slot[j] = b - 1, k
-    S = subspaces[body, slot]  # (nj, 6)
+    )
+    nj, body = len(model.joints), layout.body
+    S = subspaces[body, layout.slot]  # (nj, 6)
     tau = jnp.sum(S * subtree_forces[body], axis=1)
     momenta = jax.vmap(lambda I, X: _flat(*_inertia_apply(I, X)))(composite[body], S)
     products = S @ momenta.T  # S_i . I^c_{b(j)} S_j
