@@ -8,6 +8,9 @@ Systems:
   links an `int` field, Cartesian coordinates, n = 2N, N holonomic distance constraints).
   MuJoCo: a chain of hinge joints (minimal coordinates, no constraint), each body a point
   mass (inertia 1e-12 about its centre).
+  The same chain also in MuJoCo's own coordinates as a user writes it (`AngleChain`:
+  absolute angles, n = N, no constraint, the kinetic energy from the bobs' velocities, so
+  M(q) and the velocity terms by automatic differentiation): row "angles".
 - Closed four-bar linkage (uniform rods, l = (1, 3, 2.5), ground link 3, m = 1).
   ukjax: `FourBarLinkage` (3 absolute angles, 2 loop-closure constraints). MuJoCo: an
   open chain of three hinges closed by a `connect` equality constraint between a site at
@@ -187,6 +190,22 @@ class UserChain(ukjax.System):
         return jnp.sum((p - prev) ** 2, axis=1) - 1.0
 
 
+class AngleChain(ukjax.System):
+    """The same chain in MuJoCo's coordinates, as a user writes it: absolute angles from
+    the downward vertical (n = N, no constraint), the kinetic energy from the bobs'
+    velocities (M and the velocity terms by automatic differentiation)."""
+
+    links: int
+    mass: float = 1.0
+
+    def kinetic_energy(self, t, q, qd):
+        vx, vy = jnp.cumsum(jnp.cos(q) * qd), jnp.cumsum(jnp.sin(q) * qd)
+        return 0.5 * self.mass * jnp.sum(vx**2 + vy**2)
+
+    def potential_energy(self, t, q):
+        return -G * self.mass * jnp.sum(jnp.cumsum(jnp.cos(q)))
+
+
 def ukjax_run(system, q0, qd0):
     """Fixed-step classical RK4, dt = DT, STEPS steps, batched, otherwise the defaults;
     (compile s, run s, final q)."""
@@ -274,13 +293,24 @@ def main():
             float(np.abs(pts[ref_idx] - ref_pts).max()),
             float(np.abs(link - 1).max()),
         )
+        th0 = jnp.asarray(theta0)
+        tc, tr, th1 = ukjax_run(AngleChain(links=N), th0, jnp.zeros_like(th0))
+        angles = report(
+            name,
+            "ukjax RK4 (defaults), angles",
+            tr,
+            tc,
+            float(np.abs(chain_points(th1)[ref_idx] - ref_pts).max()),
+            0.0,
+        )
         for integ, label in (("RK4", "MuJoCo RK4"), ("Euler", "MuJoCo Euler")):
             rel0 = np.diff(np.concatenate([np.zeros((B, 1)), theta0], 1), axis=1)  # relative angles
             sec, qpos = mujoco_run(chain_xml(N, integ), rel0)
             mj_pts = chain_points(np.cumsum(qpos, axis=1))
             r = report(name, label, sec, None, float(np.abs(mj_pts[ref_idx] - ref_pts).max()), 0.0)
             if integ == "RK4":
-                uk["throughput_ratio_vs_mujoco_rk4"] = uk["steps_per_s"] / r["steps_per_s"]
+                for row in (uk, angles):
+                    row["throughput_ratio_vs_mujoco_rk4"] = row["steps_per_s"] / r["steps_per_s"]
 
     fb = FourBarLinkage()
     name = "four-bar (closed loop)"
@@ -325,7 +355,8 @@ def main():
     print(
         "\nukjax / MuJoCo RK4 throughput:",
         ", ".join(
-            f"{r['system']}: {r['throughput_ratio_vs_mujoco_rk4']:.2f}x"
+            f"{r['system']}{' (angles)' if r['engine'].endswith('angles') else ''}: "
+            f"{r['throughput_ratio_vs_mujoco_rk4']:.2f}x"
             for r in rows
             if "throughput_ratio_vs_mujoco_rk4" in r
         ),

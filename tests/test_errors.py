@@ -96,6 +96,52 @@ def test_non_spd_mass_matrix(jit):
         jax.block_until_ready(f(jnp.array([[2.0, 1.0], [0.0, 2.0]]), jnp.ones(2), A, b))
 
 
+@pytest.mark.parametrize("kernels", [ukjax.UnrolledKernels(), ukjax.LapackKernels()])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_non_finite_entry_below_the_diagonal_reaches_a_pivot(kernels, bad):
+    # factored() reads the pivots only: a Cholesky factor with a non-finite entry anywhere
+    # has a non-finite (or NaN) pivot after it, for the unrolled and the LAPACK kernels.
+    from ukjax._uk import factored
+
+    M0 = jnp.array([[4.0, 1.0, 0.5, 0.2], [1.0, 3.0, 0.3, 0.1], [0.5, 0.3, 2.0, 0.4]])
+    M0 = jnp.concatenate([M0, jnp.array([[0.2, 0.1, 0.4, 5.0]])])
+    ops = kernels.ops(4)
+    assert bool(factored(ops.cholesky(M0), M0))
+    for i, j in [(1, 0), (2, 0), (3, 1), (3, 2)]:
+        M = M0.at[i, j].set(bad).at[j, i].set(bad)
+        L = ops.cholesky(M)
+        assert not bool(factored(L, M)), (i, j)
+        assert not bool(jnp.all(jnp.isfinite(jnp.diagonal(L)))), (i, j)
+
+
+def test_a_mass_matrix_the_system_writes_is_checked_for_symmetry_a_hessian_is_not():
+    class Skewed(ukjax.System):  # M01 = cos(q0), M10 = 1: equal at q0 = 0 only
+        def mass_matrix(self, t, q):
+            return jnp.array([[2.0, jnp.cos(q[0])], [1.0, 2.0]])
+
+    class Lagrangian(ukjax.System):  # the same coupling, symmetric: T = qd^T M qd / 2
+        def kinetic_energy(self, t, q, qd):
+            return qd[0] ** 2 + qd[1] ** 2 + jnp.cos(q[0]) * qd[0] * qd[1]
+
+    q, qd = jnp.array([0.7, 0.0]), jnp.array([0.3, -0.2])
+    with pytest.raises(RUNTIME, match="not symmetric positive definite"):
+        jax.block_until_ready(ukjax.acceleration(Skewed(), 0.0, q, qd))
+    ukjax.acceleration(Skewed(), 0.0, jnp.zeros(2), qd)  # symmetric there: no error
+    assert not ukjax._dynamics.symmetric_mass(Skewed())
+    assert ukjax._dynamics.symmetric_mass(Lagrangian())
+    ev = ukjax._dynamics.evaluate(Lagrangian(), jnp.asarray(0.0), q, qd)
+    assert ev.symmetric and float(ev.failures().relative_asymmetry) == 0.0
+    # the check skipped is the Hessian's round-off; the acceleration is the closed form
+    c, s = np.cos(0.7), np.sin(0.7)
+    M = np.array([[2.0, c], [c, 2.0]])
+    # d/dt (M qd) - dT/dq = 0: M qdd = -dM/dt qd + dT/dq
+    dMdt = np.array([[0.0, -s * 0.3], [-s * 0.3, 0.0]])
+    dTdq = np.array([-s * 0.3 * -0.2, 0.0])
+    expected = np.linalg.solve(M, -dMdt @ np.array([0.3, -0.2]) + dTdq)
+    got = ukjax.acceleration(Lagrangian(), 0.0, q, qd)
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-12, atol=1e-14)
+
+
 def test_non_finite_inputs():
     with pytest.raises(RUNTIME, match="non-finite value"):
         ukjax.udwadia_kalaba(jnp.eye(2), jnp.array([jnp.nan, 0.0]), jnp.ones((1, 2)), jnp.zeros(1))

@@ -151,18 +151,32 @@ class UKInputs(eqx.Module):
 
 class Evaluation(eqx.Module):
     """A UK evaluation at one state: its `inputs`, all its `terms`, and the system's own
-    `infeasibility` (None unless the system reports one, e.g. a servo realisation)."""
+    `infeasibility` (None unless the system reports one, e.g. a servo realisation).
+    `symmetric`: M is symmetric by construction (:func:`symmetric_mass`), so the checks
+    skip its asymmetry."""
 
     inputs: UKInputs
     terms: UKTerms
     infeasibility: jax.Array | None = None
+    symmetric: bool = eqx.field(static=True, default=False)
+
+    def _checked_terms(self) -> UKTerms:
+        """The terms as the checks read them: a mass matrix symmetric by construction has
+        no asymmetry to measure (the n^2 entries of M - M^T under a wide `vmap`, at every
+        stage of a run, cost as much as the rest of the checks)."""
+        t = self.terms
+        if not self.symmetric or t.relative_asymmetry is not None:
+            return t
+        M = self.inputs.M
+        zero = jnp.zeros((), M.dtype)
+        return t._replace(relative_asymmetry=zero, min_diagonal=jnp.min(jnp.diagonal(M)))
 
     def checked_qdd(self, consistency_tol=None, explain: bool = True) -> jax.Array:
         """The acceleration, raising at run time if an input or the solve is bad (with
         `explain`, naming the motion a failing M leaves undetermined)."""
         return check_terms(
             self.terms.qdd,
-            self.terms,
+            self._checked_terms(),
             self.inputs.M,
             self.inputs.arrays(),
             consistency_tol=consistency_tol,
@@ -180,8 +194,9 @@ class Evaluation(eqx.Module):
 
     def failures(self, consistency_tol=None) -> Failures:
         """The checks of this evaluation (see :func:`ukjax._uk.failures`)."""
+        terms = self._checked_terms()
         return failures(
-            self.terms, self.inputs.M, self.inputs.arrays(), consistency_tol, self.infeasibility
+            terms, self.inputs.M, self.inputs.arrays(), consistency_tol, self.infeasibility
         )
 
 
@@ -237,7 +252,21 @@ def evaluate_rows(system: System, inputs: UKInputs, uk_solver: AbstractUKSolver)
     possibly extended, e.g. by engaged contacts) with the system's own infeasibility."""
     i = inputs
     terms = row_solve(system, i.M, uk_solver)(i.A, i.Q, i.b, i.C)
-    return Evaluation(inputs, terms, system_infeasibility(system, i.t, i.q, i.qd))
+    infeasibility = system_infeasibility(system, i.t, i.q, i.qd)
+    return Evaluation(inputs, terms, infeasibility, symmetric_mass(system))
+
+
+def symmetric_mass(system: System) -> bool:
+    r"""Whether `system`'s mass matrix is symmetric by construction: the Hessian
+    $\partial^2T/\partial\dot q^2$ of its `kinetic_energy` (:func:`_lagrange_terms`), not a
+    matrix the system writes itself (`mass_matrix`, `mass_and_force`), which the checks
+    test for symmetry."""
+    lagrangian = overrides(system, "kinetic_energy")
+    return (
+        lagrangian
+        and not overrides(system, "mass_matrix")
+        and not overrides(system, "mass_and_force")
+    )
 
 
 def _blocks(system: System, t, q, qd):

@@ -28,6 +28,7 @@ from ._dynamics import (
     mass_and_force,
     nonideal_force,
     row_solve,
+    symmetric_mass,
     system_infeasibility,
 )
 from ._friction import (
@@ -156,7 +157,8 @@ class Field(eqx.Module):
         solve = row_solve(system, M, self.uk_solver)
         fr = self.friction.solve(solve, Q, A, b, C, fs, mode.engaged, mode.sliding)
         infeasibility = system_infeasibility(system, t, q, qd)
-        ev = Evaluation(UKInputs(t, q, qd, M, Q, fr.A, fr.b, fr.C), fr.terms, infeasibility)
+        inputs = UKInputs(t, q, qd, M, Q, fr.A, fr.b, fr.C)
+        ev = Evaluation(inputs, fr.terms, infeasibility, symmetric_mass(system))
         return FieldEvaluation(ev, cs, m_bilateral, fs, fr.normal, fr.tangential)
 
     def forces(self, fe: FieldEvaluation) -> jax.Array:

@@ -147,14 +147,19 @@ def uk_terms(
 
 
 def factored(L, M, relative: float | None = None) -> jax.Array:
-    """Whether the Cholesky factor `L` of `M` is usable: finite, and no pivot below
+    r"""Whether the Cholesky factor `L` of `M` is usable: finite, and no pivot below
     `relative` (default n eps) times M's largest diagonal entry (a singular M factors with
-    a zero or rounding-sized pivot, and then divides by it)."""
+    a zero or rounding-sized pivot, and then divides by it).
+
+    Finite on the diagonal is finite everywhere: an entry $L_{ij}$ ($i > j$) enters the
+    later pivot $L_{ii}^2 = M_{ii} - \sum_{k<i} L_{ik}^2$, which a NaN or infinite entry
+    makes NaN (and a failed LAPACK factorisation is NaN throughout), so the check reads
+    the n pivots, not the n^2 entries (at every stage of a run, under a wide `vmap`)."""
     pivots = jnp.diagonal(L) ** 2
     eps = float(jnp.finfo(M.dtype).eps)
     relative = M.shape[0] * eps if relative is None else relative
     floor = relative * jnp.max(jnp.abs(jnp.diagonal(M)))
-    return jnp.all(jnp.isfinite(L)) & (jnp.min(pivots) > floor)
+    return jnp.all(jnp.isfinite(pivots)) & (jnp.min(pivots) > floor)
 
 
 def near_singular(L, M) -> jax.Array:
