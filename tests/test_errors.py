@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import ukjax
+from ukjax._uk import factored
 from ukjax.systems import CartesianPendulum, DoubleRodPendulum
 
 
@@ -101,8 +102,6 @@ def test_non_spd_mass_matrix(jit):
 def test_a_non_finite_entry_below_the_diagonal_reaches_a_pivot(kernels, bad):
     # factored() reads the pivots only: a Cholesky factor with a non-finite entry anywhere
     # has a non-finite (or NaN) pivot after it, for the unrolled and the LAPACK kernels.
-    from ukjax._uk import factored
-
     M0 = jnp.array([[4.0, 1.0, 0.5, 0.2], [1.0, 3.0, 0.3, 0.1], [0.5, 0.3, 2.0, 0.4]])
     M0 = jnp.concatenate([M0, jnp.array([[0.2, 0.1, 0.4, 5.0]])])
     ops = kernels.ops(4)

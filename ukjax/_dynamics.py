@@ -167,9 +167,7 @@ class Evaluation(eqx.Module):
         t = self.terms
         if not self.symmetric or t.relative_asymmetry is not None:
             return t
-        M = self.inputs.M
-        zero = jnp.zeros((), M.dtype)
-        return t._replace(relative_asymmetry=zero, min_diagonal=jnp.min(jnp.diagonal(M)))
+        return t._replace(relative_asymmetry=jnp.zeros((), self.inputs.M.dtype))
 
     def checked_qdd(self, consistency_tol=None, explain: bool = True) -> jax.Array:
         """The acceleration, raising at run time if an input or the solve is bad (with

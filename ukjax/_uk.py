@@ -263,11 +263,11 @@ def failures(terms: UKTerms, M, inputs, consistency_tol=None, infeasibility=None
     tol = default_consistency_tol(dtype, floor) if consistency_tol is None else consistency_tol
     nonfinite = ~jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in inputs]))
     tiny = jnp.finfo(dtype).tiny
-    if terms.relative_asymmetry is None or terms.min_diagonal is None:
+    asym, min_diagonal = terms.relative_asymmetry, terms.min_diagonal
+    if asym is None:
         asym = jnp.max(jnp.abs(M - M.T)) / jnp.maximum(jnp.max(jnp.abs(M)), tiny)
+    if min_diagonal is None:
         min_diagonal = jnp.min(jnp.diagonal(M))
-    else:
-        asym, min_diagonal = terms.relative_asymmetry, terms.min_diagonal
     not_spd = (asym > 1e3 * jnp.finfo(dtype).eps) | ~terms.spd_ok
     inconsistent = terms.inconsistency > tol
     ok = ~nonfinite & ~not_spd & ~inconsistent
