@@ -19,7 +19,7 @@ import ukjax._structure as structure_module
 from ukjax._dynamics import _structure, evaluate
 from ukjax._projection import _structures, project
 from ukjax._sparsity import nonzero_pattern
-from ukjax.systems import PlanarChain
+from ukjax.systems import AppellHamelWheelNonlinear, PlanarChain
 
 
 jax.config.update("jax_enable_x64", True)
@@ -214,6 +214,42 @@ def test_the_projection_uses_the_structure_and_lands_where_the_dense_one_does():
     velocity = jax.jvp(lambda x: chain.holonomic(0.0, x), (fast[0],), (fast[1],))[1]
     assert float(jnp.max(jnp.abs(velocity))) < 1e-12
     assert float(jnp.max(jnp.abs(q - fast[0]))) > 1e-4  # it did move
+
+
+@pytest.mark.parametrize("kernels", [ukjax.AutoKernels(), ukjax.LapackKernels()])
+def test_the_per_step_projection_lands_on_the_manifold_with_chord_steps(kernels):
+    """The per-step projection (`near`: chord position steps with the Jacobian where they
+    start, one step for velocity rows affine in qd) from a state an integrator's local
+    error off the manifold: both residuals at round-off, and the state within the square
+    of that error of the Newton projection's."""
+    chain = UserChain(links=8)  # structured under AutoKernels, dense under LAPACK
+    q, _ = _chain_state(8)
+    angles, rates = np.linspace(0.3, 1.1, 8), np.linspace(1.0, -0.5, 8)
+    qd = np.cumsum(rates[:, None] * np.stack([np.cos(angles), np.sin(angles)], 1), axis=0)
+    rng = np.random.default_rng(5)  # off the manifold by an integrator's local error
+    q = q + 1e-6 * jnp.asarray(rng.normal(size=q.shape))
+    qd = jnp.asarray(qd.ravel()) + 1e-6 * jnp.asarray(rng.normal(size=q.shape))
+    near = jax.jit(lambda q, qd: project(chain, 0.0, q, qd, 2, kernels, near=True))(q, qd)
+    newton = jax.jit(lambda q, qd: project(chain, 0.0, q, qd, 2, kernels))(q, qd)
+    assert float(jnp.max(jnp.abs(chain.holonomic(0.0, near[0])))) < 1e-14
+    velocity = jax.jvp(lambda x: chain.holonomic(0.0, x), (near[0],), (near[1],))[1]
+    assert float(jnp.max(jnp.abs(velocity))) < 1e-14
+    np.testing.assert_allclose(near[0], newton[0], atol=1e-11)
+    np.testing.assert_allclose(near[1], newton[1], atol=1e-11)
+    assert float(jnp.max(jnp.abs(q - near[0]))) > 1e-7  # it did move
+
+
+def test_the_per_step_projection_iterates_velocity_rows_nonlinear_in_qd():
+    """Constraints quadratic in qd (Bajodah 2003, eqs 157-158) take the projection's
+    `iterations` velocity steps: one Newton step would leave the square of the offset."""
+    wheel = AppellHamelWheelNonlinear()
+    q, qd = wheel.initial_state()
+    qd = qd + 1e-4 * jnp.asarray(np.random.default_rng(6).normal(size=qd.shape))
+    _, qd1 = jax.jit(lambda q, qd: project(wheel, 0.0, q, qd, 2, near=True))(q, qd)
+    assert float(jnp.max(jnp.abs(wheel.nonholonomic(0.0, q, qd)))) > 1e-5
+    assert float(jnp.max(jnp.abs(wheel.nonholonomic(0.0, q, qd1)))) < 1e-13
+    _, one = jax.jit(lambda q, qd: project(wheel, 0.0, q, qd, 1, near=True))(q, qd)
+    assert float(jnp.max(jnp.abs(wheel.nonholonomic(0.0, q, one)))) > 1e-11
 
 
 def test_a_system_that_cannot_be_analysed_runs_dense_and_says_why(monkeypatch):

@@ -46,6 +46,7 @@ from ._latches import event_values as latch_event_values
 from ._precision import full_precision
 from ._residuals import as_rows, second_along_motion
 from ._results import RESULTS
+from ._small_sums import written_out_sums
 from ._stabilization import AbstractStabilization, NoStabilization
 from ._system import System, as_time, check_state, floatify
 from ._uk import Failures
@@ -65,7 +66,8 @@ class ContactState(eqx.Module):
 
 def gap_function(system: System, dtype):
     r"""$(t, q) \mapsto g(q, t)$, the system's unilateral constraints as a 1-D array."""
-    return lambda t_, q_: as_rows(system.unilateral(t_, q_), "unilateral", system, dtype)
+    g = written_out_sums(system.unilateral)
+    return lambda t_, q_: as_rows(g(t_, q_), "unilateral", system, dtype)
 
 
 def contact_state(system: System, t, q, qd) -> ContactState:

@@ -25,7 +25,14 @@ from ._dynamics import mass_matrix
 from ._errors import error_if
 from ._kernels import AbstractKernels, AutoKernels, DenseOps
 from ._precision import full_precision
-from ._residuals import default_ic_tol, has_holonomic, phi, residuals, velocity_level
+from ._residuals import (
+    default_ic_tol,
+    has_holonomic,
+    has_nonholonomic,
+    phi,
+    residuals,
+    velocity_level,
+)
 from ._results import RESULTS, message
 from ._sparsity import nonzero_pattern
 from ._stabilization import AbstractStabilization
@@ -81,26 +88,45 @@ class _Correction(eqx.Module):
     """The minimum-M-norm Newton correction for one set of rows r(x) = 0 (positions or
     velocities): dense (:func:`_mass_metric_step`), or on the structural non-zeros of M
     and of the rows' Jacobian (:func:`ukjax._structured_uk.structured_solve`, the same
-    Tikhonov solve without refinement; the Jacobian by one product per column colour)."""
+    Tikhonov solve without refinement; the Jacobian by one product per column colour).
+
+    The Jacobian is an argument, so that a caller can keep one for several corrections
+    (the chord iterations of :func:`project`); `jacobian` evaluates it."""
 
     kernels: AbstractKernels
     M: jax.Array
     semidefinite: bool = eqx.field(static=True)
     structure: Structure | None = eqx.field(static=True)
 
-    def __call__(self, rows, x):
+    def jacobian(self, rows, x) -> jax.Array:
+        """The rows' Jacobian at `x`: dense, or its structural entries."""
         if self.structure is None:
-            J = jax.jacfwd(rows)(x)
+            return jax.jacfwd(rows)(x)
+        assert self.structure.holonomic is not None
+        return self.structure.holonomic.jacobian(rows, x)
+
+    def __call__(self, rows, x, J):
+        if self.structure is None:
             # as the UK solve: the kernels for the larger of M and the rows' Gram matrix
             ops = self.kernels.ops(max(J.shape))
             return _mass_metric_step(ops, self.M, J, rows(x), self.semidefinite)
         s, dtype = self.structure, x.dtype
-        assert s.holonomic is not None
         tau, _ = Regularized(refinements=0).gram_parameters(dtype)
         M_values = entries_of(self.M, s.mass)
-        J_values = s.holonomic.jacobian(rows, x)
         zero = jnp.zeros_like(x)
-        return structured_solve(s, M_values, zero, J_values, -rows(x), None, tau, 0).qdd
+        return structured_solve(s, M_values, zero, J, -rows(x), None, tau, 0).qdd
+
+    def iterate(self, rows, x, iterations: int, chord: bool):
+        """`iterations` corrections of `x` towards rows(x) = 0: Newton steps (the Jacobian
+        at each iterate), or with `chord` the Jacobian of the first for all (one
+        Jacobian and, the solves' inputs being equal but for the residual, one
+        factorisation after XLA's common-subexpression elimination)."""
+        if chord:
+            J0 = self.jacobian(rows, x)
+            step = lambda _, x_: x_ + self(rows, x_, J0)
+        else:
+            step = lambda _, x_: x_ + self(rows, x_, self.jacobian(rows, x_))
+        return _repeat(step, iterations, x)
 
 
 def _structures(system: System, t, q, qd, semidefinite: bool, kernels: AbstractKernels):
@@ -129,10 +155,28 @@ def _structures(system: System, t, q, qd, semidefinite: bool, kernels: AbstractK
     return keep(pick(Jq)), keep(pick(Jv))
 
 
-def project(system: System, t, q, qd, iterations: int, kernels: AbstractKernels = AutoKernels()):
-    """:func:`project_initial_conditions` for already validated `t`, `q`, `qd`, with the
+def project(
+    system: System,
+    t,
+    q,
+    qd,
+    iterations: int,
+    kernels: AbstractKernels = AutoKernels(),
+    near: bool = False,
+):
+    r""":func:`project_initial_conditions` for already validated `t`, `q`, `qd`, with the
     linear algebra of `kernels` (by default, as the UK solve's: unrolled for small
-    systems, LAPACK above, the structured solve for large sparse ones)."""
+    systems, LAPACK above, the structured solve for large sparse ones).
+
+    `near`: the state is within an integrator's local error of the manifold (the
+    per-step projection). Then the position iterations are chord steps with the Jacobian
+    where they start (after the first step the residual is the square of the local
+    error, and the second, with a Jacobian off by that error, leaves its cube), and
+    velocity rows affine in $\dot q$ (no nonholonomic constraint) take one step, which
+    is exact but for the Tikhonov term's relative $\tau^2/\sigma^2$ of a residual of
+    the order of the local error (rows nonlinear in $\dot q$ take `iterations` Newton
+    steps). From a state far from the manifold (initial conditions), every iteration is
+    a Newton step."""
     # One metric for the whole projection: the mass matrix where it starts (any SPD metric
     # gives a projection onto the same manifold; this one is the mass metric to first order
     # in the correction, and it costs one evaluation of M instead of one per iteration).
@@ -141,13 +185,13 @@ def project(system: System, t, q, qd, iterations: int, kernels: AbstractKernels 
     at_q, at_qd = _structures(system, t, q, qd, semi, kernels)
     if has_holonomic(system, t, q):
         correct = _Correction(kernels, M, semi, at_q)
-        pos_step = lambda _, q_: q_ + correct(lambda x: phi(system, t, x), q_)
-        q = _repeat(pos_step, iterations, q)
+        q = correct.iterate(lambda x: phi(system, t, x), q, iterations, near)
 
     if velocity_level(system, t, q, qd).shape[0] > 0:
+        affine = not has_nonholonomic(system, t, q, qd)
         correct = _Correction(kernels, M, semi, at_qd)
-        vel_step = lambda _, qd_: qd_ + correct(lambda v: velocity_level(system, t, q, v), qd_)
-        qd = _repeat(vel_step, iterations, qd)
+        rows = lambda v: velocity_level(system, t, q, v)
+        qd = correct.iterate(rows, qd, 1 if near and affine else iterations, False)
     return q, qd
 
 
@@ -203,7 +247,7 @@ def project_initial_conditions(
 # of the projection (the second is a cache hit).
 @eqx.filter_jit
 def _project_step(system: System, t, q, qd, iterations: int, kernels: AbstractKernels):
-    return project(system, t, q, qd, iterations, kernels)
+    return project(system, t, q, qd, iterations, kernels, near=True)
 
 
 class ProjectedSolver(ForwardingSolver):
@@ -234,9 +278,12 @@ class Projection(AbstractStabilization):
 
     **Arguments:**
 
-    - `iterations`: Newton iterations per projection for positions (and for velocities
-      under constraints nonlinear in $\dot q$); each step starts within the local
-      truncation error of the manifold, so 2 suffice (quadratic convergence).
+    - `iterations`: iterations per projection for positions (and for velocities under
+      constraints nonlinear in $\dot q$); each step starts within the local truncation
+      error of the manifold, so 2 suffice. The position iterations are chord steps with
+      the constraint Jacobian where the step ends (one Jacobian and one factorisation for
+      both: the first leaves the square of the local error, the second its cube), and
+      velocity rows affine in $\dot q$ take one step (:func:`project`).
     - `saves`: also project the saved values (default `True`). The saves are interpolated
       between projected steps, so without it their residuals are of the order of the
       integration tolerance rather than round-off. `Projection(saves=False)` projects the
@@ -273,7 +320,9 @@ class Projection(AbstractStabilization):
     def save_fn(self, system):
         if not self.saves:
             return None
-        return lambda t, y, args: project(system, t, y[0], y[1], self.iterations, self.kernels)
+        return lambda t, y, args: project(
+            system, t, y[0], y[1], self.iterations, self.kernels, near=True
+        )
 
     def check_adjoint(self, adjoint):
         """The continuous adjoint (`BacksolveAdjoint`) integrates an adjoint ODE backwards
