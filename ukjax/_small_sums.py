@@ -7,7 +7,9 @@ column colour, and the second derivative along the motion), that is a reduction 
 array of shape (batch, colours, links, 2) over its last axis, which XLA:CPU (JAX 0.10)
 hands to its YNNPACK reduction kernel: measured at 5.5x the time of the same sum written
 as ``x[..., 0] + x[..., 1]`` (a batch of 512 chains of 32 links, `benchmarks/RESULTS.md`),
-and 27 % of a whole UK evaluation of that chain.
+and 27 % of a whole UK evaluation of that chain (jax-ml/jax#37465). A user's own
+`jax.jit` can turn those kernels off everywhere with :func:`ukjax.compiler_options`; this
+module removes them from the system's functions under any `jit`, the user's included.
 
 :func:`written_out_sums` traces a function to its jaxpr and evaluates it primitive by
 primitive, binding every primitive as it is except a floating-point `reduce_sum` over at
