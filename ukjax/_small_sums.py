@@ -5,9 +5,9 @@ A user writes a constraint the natural way, e.g. the links of a chain as
 `jax.vmap`, and in the forward derivatives that give the constraint rows (one product per
 column colour, and the second derivative along the motion), that is a reduction of an
 array of shape (batch, colours, links, 2) over its last axis, which XLA:CPU (JAX 0.10)
-hands to its YNNPACK reduction kernel: measured at 5.5x the time of the same sum written
-as ``x[..., 0] + x[..., 1]`` (a batch of 512 chains of 32 links, `benchmarks/RESULTS.md`),
-and 27 % of a whole UK evaluation of that chain (jax-ml/jax#37465). A user's own
+hands to its YNNPACK reduction kernel, several times slower than the same sum written as
+``x[..., 0] + x[..., 1]`` (jax-ml/jax#37465; figures in `benchmarks/RESULTS.md`, stop 65
+section). A user's own
 `jax.jit` can turn those kernels off everywhere with :func:`ukjax.compiler_options`; this
 module removes them from the system's functions under any `jit`, the user's included.
 
