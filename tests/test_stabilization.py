@@ -339,3 +339,56 @@ def test_projection_works_with_implicit_solvers():
     ref = ukjax.simulate(pend, q0, qd0, ts, stabilization=ukjax.Projection())
     assert float(jnp.max(jnp.abs(sol.q - ref.q))) < 1e-5
     assert float(ukjax.constraint_residuals(pend, 1.0, sol.q[-1], sol.qd[-1]).max_abs()) < 1e-8
+
+
+class _UserPair(ukjax.System):
+    """Two point masses on rods of lengths `lengths` from a pin, in Cartesian
+    coordinates, written as a user would (an `int` field)."""
+
+    masses: jax.Array
+    lengths: jax.Array
+    links: int = 2
+
+    def mass_matrix(self, t, q):
+        return jnp.diag(jnp.repeat(self.masses, 2))
+
+    def holonomic(self, t, q):
+        p = q.reshape(self.links, 2)
+        prev = jnp.concatenate([jnp.zeros((1, 2), q.dtype), p[:-1]])
+        return jnp.sum((p - prev) ** 2, axis=1) - self.lengths**2
+
+
+def test_per_step_projection_is_differentiated_as_the_projection():
+    """The per-step projection's derivative rule (`project(near=True)`) against the
+    derivative of the converged mass-metric projection (five Newton steps, differentiated
+    through its iterations), with respect to q, qd, the masses and the rod lengths, from a
+    state on the manifold (positions and velocities) and from one a local error (1e-7) off
+    it, where the two differ by terms of that order; forward and reverse mode agree."""
+    from ukjax._projection import project
+
+    lengths = jnp.array([1.0, 0.7])
+    th = jnp.array([0.4, 1.1])
+    p = jnp.cumsum(lengths[:, None] * jnp.stack([jnp.sin(th), -jnp.cos(th)], 1), axis=0)
+    v = jnp.cumsum(lengths[:, None] * jnp.stack([jnp.cos(th), jnp.sin(th)], 1) * 0.8, axis=0)
+    on = jnp.concatenate([p.reshape(-1), v.reshape(-1), jnp.array([1.0, 2.0]), lengths])
+    off = jnp.concatenate([jnp.array([1.0, -2.0, 0.5, 1.5, -1.0, 0.5, 2.0, 1.0]), jnp.zeros(4)])
+
+    def projected(x, near):
+        s = _UserPair(x[8:10], x[10:12])
+        q, qd = project(s, jnp.zeros(()), x[:4], x[4:8], 2 if near else 5, near=near)
+        return jnp.concatenate([q, qd])
+
+    @jax.jit
+    def derivatives(x):
+        rule = jax.jacfwd(lambda x: projected(x, True))(x)
+        exact = jax.jacfwd(lambda x: projected(x, False))(x)
+        reverse = jax.jacrev(lambda x: projected(x, True))(x)
+        return rule, exact, reverse, projected(x, True), projected(x, False)
+
+    for offset in (0.0, 1e-7):
+        rule, exact, reverse, value, converged = derivatives(on + offset * off)
+        assert float(jnp.max(jnp.abs(exact[:, 10:]))) > 0.1  # the lengths move the state
+        # 1e-10: the corrections' Tikhonov term leaves a relative tau^2 / sigma^2 of the rows
+        np.testing.assert_allclose(rule, exact, atol=1e-10 + 100 * offset)
+        np.testing.assert_allclose(reverse, rule, atol=1e-13)
+        np.testing.assert_allclose(value, converged, atol=1e-12)

@@ -175,24 +175,99 @@ def project(
     velocity rows affine in $\dot q$ (no nonholonomic constraint) take one step, which
     is exact but for the Tikhonov term's relative $\tau^2/\sigma^2$ of a residual of
     the order of the local error (rows nonlinear in $\dot q$ take `iterations` Newton
-    steps). From a state far from the manifold (initial conditions), every iteration is
-    a Newton step."""
-    # One metric for the whole projection: the mass matrix where it starts (any SPD metric
-    # gives a projection onto the same manifold; this one is the mass metric to first order
-    # in the correction, and it costs one evaluation of M instead of one per iteration).
-    M = mass_matrix(system, t, q, jnp.zeros_like(q))
-    semi = system.semidefinite_mass()
-    at_q, at_qd = _structures(system, t, q, qd, semi, kernels)
-    if has_holonomic(system, t, q):
-        correct = _Correction(kernels, M, semi, at_q)
-        q = correct.iterate(lambda x: phi(system, t, x), q, iterations, near)
+    steps). Its derivative is that of the projection itself (:func:`_near_jvp`), not of
+    its iterations. From a state far from the manifold (initial conditions), every
+    iteration is a Newton step, differentiated as such."""
+    if near:
+        return _near_projection(system, t, q, qd, iterations=iterations, kernels=kernels)
+    return _iterated(system, t, q, qd, iterations, kernels, False)
 
-    if velocity_level(system, t, q, qd).shape[0] > 0:
+
+class _Corrections(eqx.Module):
+    """The position and velocity corrections of one projection (either None where the
+    system has no such rows), with the mass matrix where the projection starts as the
+    metric of both (any SPD metric gives a projection onto the same manifold; this one
+    is the mass metric to first order in the correction, and it costs one evaluation of
+    M instead of one per iteration)."""
+
+    position: _Correction | None
+    velocity: _Correction | None
+
+    @classmethod
+    def at(cls, system: System, t, q, qd, kernels: AbstractKernels) -> "_Corrections":
+        M = mass_matrix(system, t, q, jnp.zeros_like(q))
+        semi = system.semidefinite_mass()
+        at_q, at_qd = _structures(system, t, q, qd, semi, kernels)
+        hol = has_holonomic(system, t, q)
+        vel = velocity_level(system, t, q, qd).shape[0] > 0
+        return cls(
+            _Correction(kernels, M, semi, at_q) if hol else None,
+            _Correction(kernels, M, semi, at_qd) if vel else None,
+        )
+
+
+def _iterated(system: System, t, q, qd, iterations: int, kernels, near: bool):
+    """The projection's iterations (:func:`project`)."""
+    correct = _Corrections.at(system, t, q, qd, kernels)
+    if correct.position is not None:
+        q = correct.position.iterate(lambda x: phi(system, t, x), q, iterations, near)
+    if correct.velocity is not None:
         affine = not has_nonholonomic(system, t, q, qd)
-        correct = _Correction(kernels, M, semi, at_qd)
         rows = lambda v: velocity_level(system, t, q, v)
-        qd = correct.iterate(rows, qd, 1 if near and affine else iterations, False)
+        qd = correct.velocity.iterate(rows, qd, 1 if near and affine else iterations, False)
     return q, qd
+
+
+@eqx.filter_custom_jvp
+def _near_projection(system, t, q, qd, *, iterations, kernels):
+    """The per-step projection (:func:`project` with `near`), differentiated as the
+    projection onto the manifold (:func:`_near_jvp`)."""
+    return _iterated(system, t, q, qd, iterations, kernels, True)
+
+
+@_near_projection.def_jvp
+def _near_jvp(primals, tangents, *, iterations, kernels):
+    r"""The derivative of the mass-metric projection $P$ onto the constraint manifold at a
+    state within the local error of it: the tangent $(\delta q, \delta\dot q)$ projected
+    onto the linearised constraints at the projected state $(q^*, \dot q^*)$,
+
+    $$\delta q^* = \delta q - K_q\,\delta\varphi(q^*; \delta q, \delta\theta, \delta t),
+    \qquad \delta\dot q^* = \delta\dot q - K_v\,\delta r_v(q^*, \dot q^*;\ \delta q^*,
+    \delta\dot q, \delta\theta, \delta t),$$
+
+    with $K = M^{-1}J^T(JM^{-1}J^T + \tau^2 I)^{-1}$ the corrections' own gain (their
+    Jacobians and factorisations, shared with the primal), $\theta$ the system's
+    parameters and $r_v$ the velocity rows. This is the derivative of the exact
+    projection from a point on the manifold; the iterations' own derivative differs from
+    it by terms of the order of the residual they start from (the local error), and
+    costs their second derivatives of $\varphi$ and the transposes of every iteration.
+    The metric's derivative (with respect to the masses) is of that order too."""
+    system, t, q, qd = primals
+    t_system, t_t, t_q, t_qd = tangents
+    q1, qd1 = _near_projection(system, t, q, qd, iterations=iterations, kernels=kernels)
+    spec = _has_tangent(t_system)
+    diff, static = eqx.partition(system, spec)
+    t_diff = diff if t_system is None else eqx.filter(t_system, spec)
+    t_t = jnp.zeros_like(t) if t_t is None else t_t
+    t_q = jnp.zeros_like(q) if t_q is None else t_q
+    t_qd = jnp.zeros_like(qd) if t_qd is None else t_qd
+    correct = _Corrections.at(system, t, q, qd, kernels)
+    if correct.position is not None:
+        rows = lambda d, t_, x: phi(eqx.combine(d, static), t_, x)
+        J = correct.position.jacobian(lambda x: phi(system, t, x), q)
+        dr = jax.jvp(rows, (diff, t, q1), (t_diff, t_t, t_q))[1]
+        t_q = t_q + correct.position(lambda _: dr, q1, J)
+    if correct.velocity is not None:
+        rows = lambda d, t_, x, v: velocity_level(eqx.combine(d, static), t_, x, v)
+        J = correct.velocity.jacobian(lambda v: velocity_level(system, t, q1, v), qd)
+        dr = jax.jvp(rows, (diff, t, q1, qd1), (t_diff, t_t, t_q, t_qd))[1]
+        t_qd = t_qd + correct.velocity(lambda _: dr, qd1, J)
+    return (q1, qd1), (t_q, t_qd)
+
+
+def _has_tangent(t_system):
+    """A filter spec: True at the system's leaves that carry a tangent."""
+    return jax.tree_util.tree_map(lambda x: x is not None, t_system, is_leaf=lambda x: x is None)
 
 
 @full_precision
@@ -298,7 +373,9 @@ class Projection(AbstractStabilization):
 
     Use as `simulate(..., stabilization=ukjax.Projection())`. Works with any diffrax
     solver; one extra right-hand-side evaluation per step for FSAL solvers (the first
-    stage is re-evaluated at the projected state).
+    stage is re-evaluated at the projected state). Derivatives through it are the
+    projection's own (the state's tangent projected onto the linearised constraints with
+    the corrections' factors), not those of its iterations (:func:`project`).
 
     Example:
         >>> import jax, jax.numpy as jnp, ukjax
