@@ -385,6 +385,16 @@ def test_per_step_projection_is_differentiated_as_the_projection():
         reverse = jax.jacrev(lambda x: projected(x, True))(x)
         return rule, exact, reverse, projected(x, True), projected(x, False)
 
+    # on the manifold, the position block in closed form: the M-orthogonal projector onto
+    # the tangent space, and the lengths' column -M^-1 J^T (J M^-1 J^T)^-1 dphi/dlengths
+    rule = derivatives(on)[0]
+    pair = lambda q, L: _UserPair(on[8:10], L).holonomic(0.0, q)
+    J, J_L = jax.jacfwd(pair, argnums=(0, 1))(on[:4], lengths)
+    Minv = jnp.diag(1.0 / jnp.repeat(on[8:10], 2))
+    K = Minv @ J.T @ jnp.linalg.inv(J @ Minv @ J.T)
+    np.testing.assert_allclose(rule[:4, :4], jnp.eye(4) - K @ J, atol=1e-10)
+    np.testing.assert_allclose(rule[:4, 10:], -K @ J_L, atol=1e-10)
+
     for offset in (0.0, 1e-7):
         rule, exact, reverse, value, converged = derivatives(on + offset * off)
         assert float(jnp.max(jnp.abs(exact[:, 10:]))) > 0.1  # the lengths move the state

@@ -315,7 +315,7 @@ class _Sweep(eqx.Module):
         return jax.vmap(one)(self.save_steps, self.ts, at_saves)
 
 
-def _differentiated(run, t_run):
+def differentiated(run, t_run):
     """`run` split into its leaves that carry a tangent and the rest."""
     has = jtu.tree_map(lambda t: t is not None, t_run, is_leaf=_is_none)
     return eqx.partition(run, has)
@@ -337,7 +337,7 @@ def _sweep(primals, tangents, steps):
     run, y0, ts, args = primals
     t_run, t_y0, t_ts, _ = tangents
     _refuse_ts(t_ts is not None, "ReplayAdjoint (the default adjoint of a smooth run)")
-    diff, static = _differentiated(run, t_run)
+    diff, static = differentiated(run, t_run)
     t_diff = t_run  # None exactly where `diff` is: the tangents of `diff`
     step_ts, step_ys = steps
     count = jnp.sum(jnp.isfinite(step_ts))

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+from ._adjoint import differentiated
 from ._dynamics import mass_matrix
 from ._errors import error_if
 from ._kernels import AbstractKernels, AutoKernels, DenseOps
@@ -120,13 +121,13 @@ class _Correction(eqx.Module):
         """`iterations` corrections of `x` towards rows(x) = 0: Newton steps (the Jacobian
         at each iterate), or with `chord` the Jacobian of the first for all (one
         Jacobian and, the solves' inputs being equal but for the residual, one
-        factorisation after XLA's common-subexpression elimination)."""
+        factorisation after XLA's common-subexpression elimination). Returns the
+        corrected `x` and the chord steps' Jacobian (None for Newton steps)."""
         if chord:
             J0 = self.jacobian(rows, x)
-            step = lambda _, x_: x_ + self(rows, x_, J0)
-        else:
-            step = lambda _, x_: x_ + self(rows, x_, self.jacobian(rows, x_))
-        return _repeat(step, iterations, x)
+            return _repeat(lambda _, x_: x_ + self(rows, x_, J0), iterations, x), J0
+        step = lambda _, x_: x_ + self(rows, x_, self.jacobian(rows, x_))
+        return _repeat(step, iterations, x), None
 
 
 def _structures(system: System, t, q, qd, semidefinite: bool, kernels: AbstractKernels):
@@ -180,7 +181,7 @@ def project(
     iteration is a Newton step, differentiated as such."""
     if near:
         return _near_projection(system, t, q, qd, iterations=iterations, kernels=kernels)
-    return _iterated(system, t, q, qd, iterations, kernels, False)
+    return _iterated(system, t, q, qd, iterations, kernels, False)[0]
 
 
 class _Corrections(eqx.Module):
@@ -207,22 +208,27 @@ class _Corrections(eqx.Module):
 
 
 def _iterated(system: System, t, q, qd, iterations: int, kernels, near: bool):
-    """The projection's iterations (:func:`project`)."""
+    """The projection's iterations (:func:`project`): the projected (q, qd), and the
+    corrections with the Jacobians of their chord steps (None where Newton steps were
+    taken or there are no such rows), which the per-step projection's derivative reuses.
+    With `near`, velocity rows affine in qd take one step (a chord step, the Jacobian
+    where it starts)."""
     correct = _Corrections.at(system, t, q, qd, kernels)
+    Jq = Jv = None
     if correct.position is not None:
-        q = correct.position.iterate(lambda x: phi(system, t, x), q, iterations, near)
+        q, Jq = correct.position.iterate(lambda x: phi(system, t, x), q, iterations, near)
     if correct.velocity is not None:
-        affine = not has_nonholonomic(system, t, q, qd)
+        one = near and not has_nonholonomic(system, t, q, qd)
         rows = lambda v: velocity_level(system, t, q, v)
-        qd = correct.velocity.iterate(rows, qd, 1 if near and affine else iterations, False)
-    return q, qd
+        qd, Jv = correct.velocity.iterate(rows, qd, 1 if one else iterations, one)
+    return (q, qd), (correct, Jq, Jv)
 
 
 @eqx.filter_custom_jvp
 def _near_projection(system, t, q, qd, *, iterations, kernels):
     """The per-step projection (:func:`project` with `near`), differentiated as the
     projection onto the manifold (:func:`_near_jvp`)."""
-    return _iterated(system, t, q, qd, iterations, kernels, True)
+    return _iterated(system, t, q, qd, iterations, kernels, True)[0]
 
 
 @_near_projection.def_jvp
@@ -235,39 +241,32 @@ def _near_jvp(primals, tangents, *, iterations, kernels):
     \qquad \delta\dot q^* = \delta\dot q - K_v\,\delta r_v(q^*, \dot q^*;\ \delta q^*,
     \delta\dot q, \delta\theta, \delta t),$$
 
-    with $K = M^{-1}J^T(JM^{-1}J^T + \tau^2 I)^{-1}$ the corrections' own gain (their
-    Jacobians and factorisations, shared with the primal), $\theta$ the system's
-    parameters and $r_v$ the velocity rows. This is the derivative of the exact
+    with $K = M^{-1}J^T(JM^{-1}J^T + \tau^2 I)^{-1}$ the corrections' own gain (the
+    Jacobians the primal's chord steps formed, and their factorisations), $\theta$ the
+    system's parameters and $r_v$ the velocity rows. This is the derivative of the exact
     projection from a point on the manifold; the iterations' own derivative differs from
     it by terms of the order of the residual they start from (the local error), and
     costs their second derivatives of $\varphi$ and the transposes of every iteration.
     The metric's derivative (with respect to the masses) is of that order too."""
     system, t, q, qd = primals
     t_system, t_t, t_q, t_qd = tangents
-    q1, qd1 = _near_projection(system, t, q, qd, iterations=iterations, kernels=kernels)
-    spec = _has_tangent(t_system)
-    diff, static = eqx.partition(system, spec)
-    t_diff = diff if t_system is None else eqx.filter(t_system, spec)
+    (q1, qd1), (correct, Jq, Jv) = _iterated(system, t, q, qd, iterations, kernels, True)
+    diff, static = differentiated(system, t_system)
+    t_diff = diff if t_system is None else t_system  # None exactly where `diff` is
     t_t = jnp.zeros_like(t) if t_t is None else t_t
     t_q = jnp.zeros_like(q) if t_q is None else t_q
     t_qd = jnp.zeros_like(qd) if t_qd is None else t_qd
-    correct = _Corrections.at(system, t, q, qd, kernels)
     if correct.position is not None:
         rows = lambda d, t_, x: phi(eqx.combine(d, static), t_, x)
-        J = correct.position.jacobian(lambda x: phi(system, t, x), q)
         dr = jax.jvp(rows, (diff, t, q1), (t_diff, t_t, t_q))[1]
-        t_q = t_q + correct.position(lambda _: dr, q1, J)
+        t_q = t_q + correct.position(lambda _: dr, q1, Jq)
     if correct.velocity is not None:
+        if Jv is None:  # rows nonlinear in qd (Newton steps): the Jacobian where they start
+            Jv = correct.velocity.jacobian(lambda v: velocity_level(system, t, q1, v), qd)
         rows = lambda d, t_, x, v: velocity_level(eqx.combine(d, static), t_, x, v)
-        J = correct.velocity.jacobian(lambda v: velocity_level(system, t, q1, v), qd)
         dr = jax.jvp(rows, (diff, t, q1, qd1), (t_diff, t_t, t_q, t_qd))[1]
-        t_qd = t_qd + correct.velocity(lambda _: dr, qd1, J)
+        t_qd = t_qd + correct.velocity(lambda _: dr, qd1, Jv)
     return (q1, qd1), (t_q, t_qd)
-
-
-def _has_tangent(t_system):
-    """A filter spec: True at the system's leaves that carry a tangent."""
-    return jax.tree_util.tree_map(lambda x: x is not None, t_system, is_leaf=lambda x: x is None)
 
 
 @full_precision
