@@ -425,7 +425,8 @@ def test_batch_equals_loop_for_rocking_blocks():
         np.testing.assert_allclose(batch[i], run(th0s[i]), rtol=0, atol=1e-12)
 
 
-@pytest.mark.slow  # compile-bound (reverse mode through the event loop)
+@pytest.mark.extended  # 90 s, compile-bound (reverse mode through the event loop); CI keeps
+# gradients through impacts (test_hybrid.py, test_adjoint.py) and stick-slip (test_friction.py)
 def test_gradient_through_a_pivot_transfer_matches_finite_differences():
     # d theta(t)/d b just after the first impact, with the LCP choosing the new pivot
     th0, t1 = 0.15, 0.25

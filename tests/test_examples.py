@@ -16,14 +16,11 @@ EXAMPLES = sorted(
 )
 
 
-# CI runs these (a constrained pendulum, a servo-constraint) to check the scripts' plumbing;
-# the physics of the others is in CI through their modules' tests (stick-slip in
+# CI runs one (a constrained pendulum) to check the scripts' plumbing; the physics of the
+# others is in CI through their modules' tests (servo constraints in test_servo.py, stick-slip in
 # test_friction.py, fitting in test_fit.py, the rocking block in test_complementarity.py),
 # and the scripts themselves are `extended` (CI's 30-minute budget).
-IN_CI = {
-    "pendulum_cartesian_uk",
-    "disc_bar_energy_servo",
-}
+IN_CI = {"pendulum_cartesian_uk"}
 
 
 def _example(p: Path):

@@ -372,7 +372,8 @@ def test_cartesian_block_with_tangent_rows_as_k_by_n():
     assert np.max(np.abs(normal)) < 1e-10
 
 
-@pytest.mark.slow
+@pytest.mark.extended  # 53 s; CI keeps batch = loop with friction (test_friction_3d.py,
+# test_complementarity.py)
 def test_batch_members_have_their_own_mode_sequences():
     block = _block(stiffness=100.0, mu_static=0.3, mu_kinetic=0.2)
     ts = jnp.linspace(0.0, 5.0, 101)

@@ -421,7 +421,7 @@ def test_the_same_arm_from_urdf_and_mjcf_moves_the_same_and_batch_equals_loop():
         np.testing.assert_allclose(single(angles[i]), batch[i], atol=1e-12)
 
 
-@pytest.mark.slow
+@pytest.mark.extended  # 95 s; CI keeps the URDF arm against MJCF and fitting in test_fit.py
 def test_a_urdf_arm_is_swept_and_its_joint_damping_fitted_as_any_system():
     """A model read from a file is an ordinary System for the tools around `simulate`:
     `ukjax.sweep` over initial angles, and `ukjax.fit` recovering the three joints'
@@ -547,7 +547,7 @@ TIPPING_CAPSULE = """<mujoco><worldbody><geom type="plane" size="5 5 .1" frictio
 </worldbody></mujoco>"""
 
 
-@pytest.mark.slow
+@pytest.mark.extended  # 90 s; CI keeps a rigid body on a rough floor (the ball at 5/7)
 def test_a_capsule_tipping_over_on_a_rough_floor_slips_once_then_lands_flat():
     """A capsule dropped tilted lands on its lower end (inelastic, sticking), pivots, starts
     to slip where its holding friction reaches the cone (|F| = mu N) and lands flat:
@@ -590,7 +590,8 @@ ROUGH_BOX = """<mujoco><option gravity="0 0 -9.81"/><worldbody>
 </body></worldbody></mujoco>"""
 
 
-@pytest.mark.slow  # 90 s (one compile of the 8-corner box with 3-D cones, five scenes)
+@pytest.mark.extended  # 90-100 s (one compile of the 8-corner box with 3-D cones, five scenes);
+# CI keeps a rigid body on a rough floor in the ball that rolls at 5/7 of its speed
 def test_a_rough_box_slides_lands_and_tumbles_to_rest():
     """Redundant frictional contacts: a box (8 corners, 3-D cones, mu = 0.5), five scenes
     in one batch. (a) On its four bottom corners, launched sliding at v0 = (1, 0.5): it

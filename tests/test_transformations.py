@@ -44,7 +44,7 @@ def central(f, x, h=1e-5):
     return (f(x + h) - f(x - h)) / (2 * h)
 
 
-@pytest.mark.slow
+@pytest.mark.extended  # 100 s; CI keeps forward and reverse mode at the defaults (test_adjoint.py)
 def test_first_derivatives_agree_in_every_order():
     """grad, jacrev, jacfwd and jvp, each with jit inside and outside: equal to round-off
     and to central differences of the forward solve; under vmap, to the round-off of the
