@@ -402,7 +402,11 @@ def _final_position(p, x0, T):
 
 @pytest.mark.slow
 def test_gradients_through_stick_slip_match_closed_form_and_finite_differences():
-    final, grad = jax.jit(_final_position), jax.jit(jax.grad(_final_position))
+    # one program for values and gradients (the differences read its values): compiling a
+    # forward program of its own as well cost another 16 s of CI's slow tier
+    value_and_grad = jax.jit(jax.value_and_grad(_final_position))
+    final = lambda *args: value_and_grad(*args)[0]
+    grad = lambda *args: value_and_grad(*args)[1]
 
     def fd(p, x0, T, i, h):
         e = h * np.eye(6)[i]
