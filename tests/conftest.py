@@ -1,20 +1,20 @@
 import os
 
 
-# The test run's XLA:CPU settings, set before JAX starts its backend: LLVM at optimisation
-# level 1 and the older loop-fusion emitters (those of simulate's own single-trajectory
-# program, `ukjax.compiler_options(batched=False)`). Most tests wait on XLA's compile of a
-# new program, not on running it: on the 2-core box at stop 67 the default suite took
-# 5 min 23 s with these settings against 7 min 17 s with XLA's defaults the same day (all
-# passing both ways). Level 0 with the older emitters was faster again (3 min 48 s), but
-# there the unrolled UK solve at rank-deficient rows came out 5e-7 from the reference where
-# XLA's defaults give 2e-13 and LAPACK's kernels 8e-16 (three tests fail): not used.
-# A setting already in XLA_FLAGS wins; `UKJAX_TEST_XLA_DEFAULTS=1` keeps XLA's defaults.
-# The library itself never sets XLA_FLAGS.
-_TEST_XLA_FLAGS = ("--xla_backend_optimization_level=1", "--xla_cpu_use_fusion_emitters=false")
-if os.environ.get("UKJAX_TEST_XLA_DEFAULTS", "") in ("", "0"):
+# Opt-in (`UKJAX_TEST_FAST_COMPILE=1`): run the tests with XLA:CPU's LLVM at optimisation
+# level 1 and the older loop-fusion emitters, set before JAX starts its backend. Most tests
+# wait on XLA's compile of a new program: on the 2-core box at stop 67 the default suite
+# took 5 min 23 s against 7 min 17 s with XLA's defaults the same day (all passing both
+# ways). Not the default: the flags hold for the whole process and slow XLA's generated
+# code (a batched 8-link chain ran 4.64 against 2.69 us per system-step in one pair of
+# runs), which would distort any timing taken in a test process. Level 0 with the older
+# emitters was faster again (3 min 48 s), but there the unrolled UK solve at rank-deficient
+# rows came out 5e-7 from the reference where XLA's defaults give 2e-13 (three tests fail).
+# A flag already in XLA_FLAGS wins. The library itself never sets XLA_FLAGS.
+_FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=1", "--xla_cpu_use_fusion_emitters=false")
+if os.environ.get("UKJAX_TEST_FAST_COMPILE", "") not in ("", "0"):
     _flags = os.environ.get("XLA_FLAGS", "")
-    _extra = [f for f in _TEST_XLA_FLAGS if f.split("=")[0] not in _flags]
+    _extra = [f for f in _FAST_COMPILE_FLAGS if f.split("=")[0] not in _flags]
     os.environ["XLA_FLAGS"] = " ".join([_flags, *_extra]).strip()
 
 import jax  # noqa: E402
