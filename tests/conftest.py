@@ -3,13 +3,10 @@ import os
 
 # Opt-in (`UKJAX_TEST_FAST_COMPILE=1`): run the tests with XLA:CPU's LLVM at optimisation
 # level 1 and the older loop-fusion emitters, set before JAX starts its backend. Most tests
-# wait on XLA's compile of a new program: on the 2-core box at stop 67 the default suite
-# took 5 min 23 s against 7 min 17 s with XLA's defaults the same day (all passing both
-# ways). Not the default: the flags hold for the whole process and slow XLA's generated
-# code (a batched 8-link chain ran 4.64 against 2.69 us per system-step in one pair of
-# runs), which would distort any timing taken in a test process. Level 0 with the older
-# emitters was faster again (3 min 48 s), but there the unrolled UK solve at rank-deficient
-# rows came out 5e-7 from the reference where XLA's defaults give 2e-13 (three tests fail).
+# wait on XLA's compile of a new program, which these settings shorten. Not the default:
+# the flags hold for the whole process and slow XLA's generated code, which would distort
+# any timing taken in a test process; level 0 with the older emitters fails three
+# rank-deficient UK checks. Figures: `benchmarks/RESULTS.md`, stop 67 section.
 # A flag already in XLA_FLAGS wins. The library itself never sets XLA_FLAGS.
 _FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=1", "--xla_cpu_use_fusion_emitters=false")
 if os.environ.get("UKJAX_TEST_FAST_COMPILE", "") not in ("", "0"):
