@@ -144,6 +144,8 @@ def least_index_pivoting(
         z_tol = tol * jnp.maximum(jnp.max(jnp.abs(z), initial=0.0), tiny)
         return candidates & jnp.where(active, z < -z_tol, w < -w_tol)
 
+    if k == 1:
+        return _single(oracle, candidates, tol, floor)
     bits = 2 ** jnp.arange(k, dtype=jnp.int32)
     enumerable = k <= MAX_ENUMERATED
     # the candidates as a bit mask (subsets are enumerated as the integers below it)
@@ -210,4 +212,27 @@ def least_index_pivoting(
     out = jax.lax.while_loop(lambda c: ~c.done, body, batched_like(start, (candidates, scale)))
     active, z, w = out.active, out.z, out.w
     solved = ~jnp.any(infeasible(active, z, w, out.w_tol))
+    return Complementarity(active, jnp.where(active, z, 0.0), w, solved)
+
+
+def _single(oracle, candidates, tol, floor) -> Complementarity:
+    r"""The pivoting of :func:`least_index_pivoting` for one contact, written out: with
+    one candidate it evaluates at most the two sets $\{\}$ and $\{1\}$, so both are
+    evaluated and the set is chosen by value, without a loop (under `jax.vmap` a loop
+    compiled far more slowly than a second trace of the oracle: the 1024-ball batch's
+    compile, ``benchmarks/RESULTS.md``). The same choice as the loop's: $\{1\}$ where the
+    rate with nothing active is negative beyond its tolerance (`solved` then says whether
+    its multiplier is non-negative), or zero to within it and the contact then carries
+    load (the extension); else $\{\}$."""
+    z0, w0 = oracle(jnp.zeros_like(candidates))
+    z1, w1 = oracle(candidates)
+    tiny = jnp.finfo(w0.dtype).tiny
+    w_tol = tol * jnp.maximum(jnp.max(jnp.where(candidates, jnp.abs(w0), 0.0)), floor)
+    z_tol = tol * jnp.maximum(jnp.max(jnp.abs(z1)), tiny)
+    sinks = w0 < -w_tol
+    loaded = (w0 <= w_tol) & (z1 > z_tol)
+    active = candidates & (sinks | loaded)
+    z, w = jnp.where(active, z1, z0), jnp.where(active, w1, w0)
+    # a set left empty is feasible (its rate is not below -w_tol); {1} where z1 >= -z_tol
+    solved = ~jnp.any(active & (z1 < -z_tol))
     return Complementarity(active, jnp.where(active, z, 0.0), w, solved)

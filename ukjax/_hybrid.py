@@ -470,7 +470,10 @@ class EventDriver(AbstractDriver):
         r"""The index of the event value that crossed zero at (c.t, c.q, c.qd): among the
         values at zero (within what the root find's time tolerance allows at their rate)
         and falling, the lowest; a value resting at zero (a contact touching at zero speed)
-        is not falling and is not taken for the one that crossed."""
+        is not falling and is not taken for the one that crossed. With one event value
+        (one contact, no friction or latch values) it is that one."""
+        if offset.shape[0] == 1:
+            return jnp.zeros((), int)
         values_at = lambda t, y: self.field.event_values(t, y, c.mode) + offset
         y = (c.q, c.qd)
         yd = self.field(c.t, y, c.mode)
