@@ -68,6 +68,8 @@ def unpack(X: jax.Array) -> list[jax.Array]:
     split is one concatenation."""
     if X.shape[0] == 0:
         return []
+    if X.shape[0] == 1:  # one row: no split to trace (n = 1 systems unpack many of these)
+        return [X.reshape(X.shape[1:])]
     return [r.reshape(X.shape[1:]) for r in jax.lax.split(X, [1] * X.shape[0], axis=0)]
 
 
