@@ -218,14 +218,14 @@ def least_index_pivoting(
 def _single(oracle, candidates, tol, floor) -> Complementarity:
     r"""The pivoting of :func:`least_index_pivoting` for one contact, written out: with
     one candidate it evaluates at most the two sets $\{\}$ and $\{1\}$, so both are
-    evaluated and the set is chosen by value, without a loop (under `jax.vmap` a loop
-    compiled far more slowly than a second trace of the oracle: the 1024-ball batch's
-    compile, ``benchmarks/RESULTS.md``). The same choice as the loop's: $\{1\}$ where the
-    rate with nothing active is negative beyond its tolerance (`solved` then says whether
-    its multiplier is non-negative), or zero to within it and the contact then carries
-    load (the extension); else $\{\}$."""
-    z0, w0 = oracle(jnp.zeros_like(candidates))
-    z1, w1 = oracle(candidates)
+    evaluated at once (the oracle under `jax.vmap` over the two sets: one trace) and the
+    set is chosen by value, without a loop (under `jax.vmap` the loop compiled more
+    slowly: the 1024-ball batch's compile, ``benchmarks/RESULTS.md``). The same choice as
+    the loop's: $\{1\}$ where the rate with nothing active is negative beyond its
+    tolerance (`solved` then says whether its multiplier is non-negative), or zero to
+    within it and the contact then carries load (the extension); else $\{\}$."""
+    sets = jnp.stack([jnp.zeros_like(candidates), candidates])
+    (z0, z1), (w0, w1) = jax.vmap(oracle)(sets)  # one trace of the oracle for both
     tiny = jnp.finfo(w0.dtype).tiny
     w_tol = tol * jnp.maximum(jnp.max(jnp.where(candidates, jnp.abs(w0), 0.0)), floor)
     z_tol = tol * jnp.maximum(jnp.max(jnp.abs(z1)), tiny)

@@ -68,7 +68,7 @@ import jax.numpy as jnp
 from ._dynamics import RowSolve
 from ._events import EventKind, EventMotion, entry_at
 from ._kernels import AbstractKernels
-from ._linalg import pinv_solve, row_multipliers
+from ._linalg import pinv_solve, row_multipliers, small_solve
 from ._system import System, overrides
 from ._uk import UKTerms
 
@@ -688,7 +688,7 @@ def frictional_solve(
     lam_cols = pinv_solve(A2.T, Qc_cols.T)  # (m2, 2 + k): A^T lam = Q_c, minimum norm
     N0 = lam_cols[m_normal : m_normal + k, 0] + lam_cols[m_normal : m_normal + k, 1]
     J = lam_cols[m_normal : m_normal + k, 2:]
-    N = jnp.linalg.solve(jnp.eye(k, dtype=Q.dtype) - J, N0)
+    N = small_solve(jnp.eye(k, dtype=Q.dtype) - J, N0)
     weights = jnp.concatenate([jnp.ones(2, Q.dtype), N])  # the columns' coefficients
     qdd, lam = qdd_cols.T @ weights, lam_cols @ weights
     C2 = C0 + W @ N

@@ -258,3 +258,43 @@ def weighted_pinv(A: jax.Array, M: jax.Array | None = None) -> jax.Array:
             f"got {M.shape}."
         )
     return weighted_pinv_solve(jnp.linalg.cholesky(M), A, eye)
+
+
+MAX_ELIMINATED = 4  # square systems up to this size are solved by written-out elimination
+
+
+def small_solve(A: jax.Array, b: jax.Array) -> jax.Array:
+    r"""$x = A^{-1}b$ for a square `A` (k, k) and `b` (k,): for k up to `MAX_ELIMINATED`
+    by Gaussian elimination with partial pivoting written out in elementwise operations
+    (the algorithm of LAPACK's `getrf`/`getrs`), else `jnp.linalg.solve`. The contact
+    code solves k-by-k systems (k contacts) in every frictional UK solve; on the CPU
+    `jnp.linalg.solve` is two library calls and a loop over the pivots, which under
+    `jax.vmap` each compile on their own. Differentiable like any elementwise program
+    (the pivot choice is piecewise constant); a singular `A` gives non-finite values, as
+    the library solve does.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> jax.config.update("jax_enable_x64", True)
+        >>> from ukjax._linalg import small_solve
+        >>> A = jnp.array([[0.0, 2.0], [1.0, 1.0]])  # needs a row exchange
+        >>> small_solve(A, jnp.array([2.0, 3.0])).tolist()
+        [2.0, 1.0]
+    """
+    k = A.shape[0]
+    if k > MAX_ELIMINATED:
+        return jnp.linalg.solve(A, b)
+    rows = jnp.arange(k)
+    U = jnp.concatenate([A, b[:, None]], axis=1)  # the augmented matrix, reduced in place
+    for j in range(k):
+        size = jnp.where(rows >= j, jnp.abs(U[:, j]), -1.0)
+        p = rows == jnp.argmax(size)  # the pivot row (one-hot)
+        pivot_row = jnp.sum(jnp.where(p[:, None], U, 0.0), axis=0)
+        # exchange rows j and the pivot's
+        U = jnp.where((rows == j)[:, None], pivot_row, jnp.where(p[:, None], U[j], U))
+        factor = jnp.where(rows > j, U[:, j] / U[j, j], 0.0)
+        U = U - factor[:, None] * U[j]
+    x = jnp.zeros(k, U.dtype)  # back substitution
+    for j in reversed(range(k)):
+        x = x.at[j].set((U[j, k] - U[j, :k] @ x) / U[j, j])
+    return x
