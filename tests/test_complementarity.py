@@ -212,7 +212,7 @@ def test_rates_at_round_off_are_judged_against_their_own_size():
 
 @pytest.mark.parametrize("scale", [None, 0.1])
 def test_one_contact_is_decided_as_the_pivoting_loop_decides_it(scale):
-    # one candidate is decided without a loop (two oracle calls); the loop's choice is the
+    # one candidate is decided without a loop (both sets evaluated); the loop's choice is the
     # reference: the same contact as the first of two, the second never a candidate (a
     # diagonal D: the same arithmetic for the contact either way)
     def diagonal(d, w0):

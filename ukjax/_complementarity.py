@@ -145,7 +145,7 @@ def least_index_pivoting(
         return candidates & jnp.where(active, z < -z_tol, w < -w_tol)
 
     if k == 1:
-        return _single(oracle, candidates, tol, floor)
+        return _single(oracle, candidates, tol, floor, infeasible)
     bits = 2 ** jnp.arange(k, dtype=jnp.int32)
     enumerable = k <= MAX_ENUMERATED
     # the candidates as a bit mask (subsets are enumerated as the integers below it)
@@ -215,7 +215,7 @@ def least_index_pivoting(
     return Complementarity(active, jnp.where(active, z, 0.0), w, solved)
 
 
-def _single(oracle, candidates, tol, floor) -> Complementarity:
+def _single(oracle, candidates, tol, floor, infeasible) -> Complementarity:
     r"""The pivoting of :func:`least_index_pivoting` for one contact, written out: with
     one candidate it evaluates at most the two sets $\{\}$ and $\{1\}$, so both are
     evaluated at once (the oracle under `jax.vmap` over the two sets: one trace) and the
@@ -223,7 +223,8 @@ def _single(oracle, candidates, tol, floor) -> Complementarity:
     slowly: the 1024-ball batch's compile, ``benchmarks/RESULTS.md``). The same choice as
     the loop's: $\{1\}$ where the rate with nothing active is negative beyond its
     tolerance (`solved` then says whether its multiplier is non-negative), or zero to
-    within it and the contact then carries load (the extension); else $\{\}$."""
+    within it and the contact then carries load (the extension); else $\{\}$.
+    `infeasible` is the loop's own test, which judges the chosen set's `solved`."""
     sets = jnp.stack([jnp.zeros_like(candidates), candidates])
     (z0, z1), (w0, w1) = jax.vmap(oracle)(sets)  # one trace of the oracle for both
     tiny = jnp.finfo(w0.dtype).tiny
@@ -233,6 +234,5 @@ def _single(oracle, candidates, tol, floor) -> Complementarity:
     loaded = (w0 <= w_tol) & (z1 > z_tol)
     active = candidates & (sinks | loaded)
     z, w = jnp.where(active, z1, z0), jnp.where(active, w1, w0)
-    # a set left empty is feasible (its rate is not below -w_tol); {1} where z1 >= -z_tol
-    solved = ~jnp.any(active & (z1 < -z_tol))
+    solved = ~jnp.any(infeasible(active, z, w, w_tol))
     return Complementarity(active, jnp.where(active, z, 0.0), w, solved)
