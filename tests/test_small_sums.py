@@ -1,12 +1,14 @@
-"""Short sums written out (`ukjax._small_sums`): the same values and derivatives as the
-function the user wrote, under every transformation, and no short `reduce_sum` left."""
+"""Sums written out (`ukjax._rewrite`, `ukjax._small_sums`): the same values and
+derivatives as the function the user wrote, under every transformation, and no short
+`reduce_sum` left."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ukjax._small_sums import MAX_TERMS, written_out_sums
+from ukjax._rewrite import rewritten
+from ukjax._small_sums import MAX_TERMS
 
 
 def _links(q):
@@ -37,7 +39,7 @@ def _reductions(fn, *args):
 def test_values_and_derivatives_are_the_functions_own(fn, n):
     rng = np.random.default_rng(0)
     q, v = jnp.asarray(rng.normal(size=n)), jnp.asarray(rng.normal(size=n))
-    out = written_out_sums(fn)
+    out = rewritten(fn)
     np.testing.assert_allclose(out(q), fn(q), rtol=1e-14, atol=1e-14)
     np.testing.assert_allclose(jax.jacfwd(out)(q), jax.jacfwd(fn)(q), rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(jax.jacrev(out)(q), jax.jacrev(fn)(q), rtol=1e-13, atol=1e-13)
@@ -52,20 +54,42 @@ def test_values_and_derivatives_are_the_functions_own(fn, n):
 def test_only_the_short_floating_point_sums_are_written_out():
     q = jnp.linspace(0.1, 1.2, 12)
     assert _reductions(_links, jnp.ones(8)) == 1
-    assert _reductions(written_out_sums(_links), jnp.ones(8)) == 0
+    assert _reductions(rewritten(_links), jnp.ones(8)) == 0
     # _mixed: the nested jit's sum, softplus's and the loop's go; the long and the integer
     # ones stay (and the loop body is bound as it is, its sum inside)
-    before, after = _reductions(_mixed, q), _reductions(written_out_sums(_mixed), q)
+    before, after = _reductions(_mixed, q), _reductions(rewritten(_mixed), q)
     assert before >= 5 and after == 3
     assert MAX_TERMS >= 2
 
 
 def test_closed_over_values_and_tracers_are_kept():
     def constraint(scale):
-        return written_out_sums(lambda q: scale * jnp.sum(q.reshape(-1, 2) ** 2, axis=1))
+        return rewritten(lambda q: scale * jnp.sum(q.reshape(-1, 2) ** 2, axis=1))
 
     q = jnp.array([0.6, 0.8, 1.0, 0.0])
     np.testing.assert_allclose(constraint(2.0)(q), [2.0, 2.0])
     grad = jax.grad(lambda s: jnp.sum(constraint(s)(q)))(3.0)  # scale traced, closed over
     assert float(grad) == pytest.approx(2.0)
-    assert written_out_sums(lambda q: None)(q) is None
+    assert rewritten(lambda q: None)(q) is None
+
+
+@pytest.mark.parametrize("n, rewritten_here", [(8, False), (16, True), (33, True), (65, False)])
+def test_long_cumulative_sums_are_products_with_the_same_values_and_derivatives(n, rewritten_here):
+    rng = np.random.default_rng(3)
+    x, v = jnp.asarray(rng.normal(size=(3, n))), jnp.asarray(rng.normal(size=(3, n)))
+
+    def positions(x):
+        forward = jnp.cumsum(jnp.cos(x) * x, axis=1)
+        backward = jax.lax.cumsum(x.T, axis=0, reverse=True).T
+        return forward * backward
+
+    out = rewritten(positions, sums=False)
+    assert ("cumsum" in str(jax.make_jaxpr(out)(x))) != rewritten_here
+    scale = float(jnp.abs(positions(x)).max())
+    np.testing.assert_allclose(out(x), positions(x), rtol=1e-13, atol=1e-13 * scale)
+    for d in (jax.jacfwd, jax.jacrev):
+        np.testing.assert_allclose(d(out)(x), d(positions)(x), rtol=1e-12, atol=1e-12 * scale)
+    second = lambda f: jax.jvp(lambda y: jax.jvp(f, (y,), (v,))[1], (x,), (v,))[1]
+    np.testing.assert_allclose(second(out), second(positions), rtol=1e-11, atol=1e-11 * scale)
+    batch = jnp.stack([x, -x])
+    np.testing.assert_allclose(jax.vmap(out)(batch), jax.vmap(positions)(batch), atol=1e-12 * scale)

@@ -11,6 +11,7 @@ from jaxtyping import Array, ArrayLike, Float
 from ._constraints import jacobian_blocks, rows, structured_rows
 from ._precision import full_precision
 from ._residuals import check_precision
+from ._rewrite import rewritten
 from ._stabilization import AbstractStabilization, NoStabilization, check_stabilization
 from ._structure import Structure, detect, entries_of, worthwhile
 from ._structured_uk import structured_solve
@@ -98,7 +99,8 @@ def mass_and_force(system: System, t, q, qd):
     if F is not None:
         Q = Q + _vector(F, "forces", system, q)
     if system.potential_energy(t, q) is not None:
-        V = lambda q_: jnp.asarray(system.potential_energy(t, q_), q.dtype)
+        energy_ = rewritten(system.potential_energy, sums=False)  # sin, cos shared
+        V = lambda q_: jnp.asarray(energy_(t, q_), q.dtype)
         if jax.eval_shape(V, q).shape != ():
             raise ValueError(f"{type(system).__name__}.potential_energy must return a scalar.")
         Q = Q - jax.grad(V)(q)
@@ -110,8 +112,9 @@ def _lagrange_terms(system: System, t, q, qd, k: int) -> tuple[jax.Array, jax.Ar
     nothing for 0) and $\partial T/\partial q - \partial_t p - (\partial p/\partial q)\dot q$,
     with the momentum $p = \partial T/\partial\dot q$, from one reverse pass of $T$ and
     one batch of forward derivatives of it: the tangents $e_i$ in $\dot q$ and
-    $(1, \dot q, 0)$ in $(t, q, \dot q)$."""
-    T = system.kinetic_energy
+    $(1, \dot q, 0)$ in $(t, q, \dot q)$. $T$'s sines and cosines are shared
+    (:func:`ukjax._rewrite.rewritten`): the tangents broadcast them n + 1 times."""
+    T = rewritten(system.kinetic_energy, sums=False)
     if jax.eval_shape(T, t, q, qd).shape != ():
         raise ValueError(f"{type(system).__name__}.kinetic_energy must return a scalar.")
     n, dtype = q.shape[0], q.dtype

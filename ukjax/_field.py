@@ -46,7 +46,7 @@ from ._latches import event_values as latch_event_values
 from ._precision import full_precision
 from ._residuals import as_rows, second_along_motion
 from ._results import RESULTS
-from ._small_sums import written_out_sums
+from ._rewrite import rewritten
 from ._stabilization import AbstractStabilization, NoStabilization
 from ._system import System, as_time, check_state, floatify
 from ._uk import Failures
@@ -66,7 +66,7 @@ class ContactState(eqx.Module):
 
 def gap_function(system: System, dtype):
     r"""$(t, q) \mapsto g(q, t)$, the system's unilateral constraints as a 1-D array."""
-    g = written_out_sums(system.unilateral)
+    g = rewritten(system.unilateral)
     return lambda t_, q_: as_rows(g(t_, q_), "unilateral", system, dtype)
 
 

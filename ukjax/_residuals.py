@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from jaxtyping import ArrayLike, Float
 
 from ._precision import full_precision
-from ._small_sums import written_out_sums
+from ._rewrite import rewritten
 from ._system import System, as_time, check_state
 
 
@@ -68,12 +68,12 @@ def has_nonholonomic(system: System, t, q, qd) -> bool:
 
 def phi(system: System, t, q) -> jax.Array:
     r"""$\varphi(q, t)$ of the holonomic constraints (the system must define them)."""
-    return as_rows(written_out_sums(system.holonomic)(t, q), "holonomic", system, q.dtype)
+    return as_rows(rewritten(system.holonomic)(t, q), "holonomic", system, q.dtype)
 
 
 def psi(system: System, t, q, qd) -> jax.Array:
     r"""$\psi(q, \dot q, t)$ of the nonholonomic constraints (the system must define them)."""
-    value = written_out_sums(system.nonholonomic)(t, q, qd)
+    value = rewritten(system.nonholonomic)(t, q, qd)
     return as_rows(value, "nonholonomic", system, q.dtype)
 
 

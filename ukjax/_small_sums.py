@@ -1,4 +1,7 @@
-r"""A system's functions with their short sums written out: :func:`written_out_sums`.
+r"""Sums as XLA:CPU runs them well, the rules :func:`ukjax._rewrite.rewritten` applies to
+a system's functions: short sums written out (:func:`short`, :func:`sum_of_slices`),
+cumulative sums of :data:`MIN_PRODUCT` to :data:`MAX_PRODUCT` entries as a product with a
+triangular matrix (:func:`cumulative_product_form`).
 
 A user writes a constraint the natural way, e.g. the links of a chain as
 ``jnp.sum((p - prev) ** 2, axis=1) - 1.0``: a sum over an axis of two entries. Under
@@ -8,37 +11,39 @@ array of shape (batch, colours, links, 2) over its last axis, which XLA:CPU (JAX
 hands to its YNNPACK reduction kernel, several times slower than the same sum written as
 ``x[..., 0] + x[..., 1]`` (jax-ml/jax#37465; figures in `benchmarks/RESULTS.md`, stop 65
 section). A user's own
-`jax.jit` can turn those kernels off everywhere with :func:`ukjax.compiler_options`; this
-module removes them from the system's functions under any `jit`, the user's included.
+`jax.jit` can turn those kernels off everywhere with :func:`ukjax.compiler_options`;
+:func:`ukjax._rewrite.rewritten` removes them from the system's functions under any
+`jit`, the user's included: a floating-point `reduce_sum` over at most :data:`MAX_TERMS`
+entries (:func:`short`) becomes the sum of its slices added in index order
+(:func:`sum_of_slices`). Same values up to the order of the additions (a rounding of the
+last bit), same derivatives (the slices and sums are differentiated as any program).
 
-:func:`written_out_sums` traces a function to its jaxpr and evaluates it primitive by
-primitive, binding every primitive as it is except a floating-point `reduce_sum` over at
-most :data:`MAX_TERMS` entries, which becomes the sum of its slices (added in index order).
-Same values up to the order of the additions (a rounding of the last bit), same derivatives
-(the slices and sums are differentiated as any program), same behaviour under `jit`,
-`vmap` and `grad`; calls (`jax.jit` inside the function) are evaluated inline the same way,
-and every other primitive, including control flow and custom derivative rules, is bound
-unchanged.
+`jnp.cumsum` (a chain's bob positions from its link angles) is a `reduce_window` on the
+CPU, n additions per entry; under the n + 1 tangents of a Hessian mass matrix and a
+`vmap` it dominated a 32-link chain's step. Over 16 to 64 entries a product with the
+triangular matrix of ones is 2.5-3.7x faster alone (an array (batch, n + 1, n)) and made
+the 32-link chain's RK4 step 1.5-1.9x faster; at 8 entries the whole run did not change,
+at 128 the two tie and at 256 the product loses (`benchmarks/RESULTS.md`, stop 69).
 
 Example:
-    >>> import jax, jax.numpy as jnp
-    >>> from ukjax._small_sums import written_out_sums
-    >>> links = lambda q: jnp.sum(q.reshape(2, 2) ** 2, axis=1)
-    >>> q = jnp.array([0.6, -0.8, 1.0, 0.0])
-    >>> [round(float(v), 12) for v in written_out_sums(links)(q)]
-    [1.0, 1.0]
-    >>> "reduce_sum" in str(jax.make_jaxpr(written_out_sums(links))(q))
-    False
+    >>> import jax.numpy as jnp
+    >>> from ukjax._small_sums import sum_of_slices
+    >>> x = jnp.arange(6.0).reshape(3, 2)
+    >>> sum_of_slices(x, (1,)).tolist(), sum_of_slices(x, (0, 1)).tolist()
+    ([1.0, 5.0, 9.0], 15.0)
+    >>> from ukjax._small_sums import cumulative_product_form
+    >>> cumulative_product_form(jnp.arange(1.0, 5.0), 0, reverse=False).tolist()
+    [1.0, 3.0, 6.0, 10.0]
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 
 import jax
 import jax.extend.core as jcore
 import jax.numpy as jnp
+import numpy as np
 
 
 MAX_TERMS = 8
@@ -46,57 +51,14 @@ MAX_TERMS = 8
 it the reduction is left to XLA (at 16 entries the slices cost more than the kernel:
 `benchmarks/RESULTS.md`)."""
 
-_CALLS = ("jit", "pjit")  # the primitive of a nested jax.jit (its name across JAX versions)
+
+MIN_PRODUCT, MAX_PRODUCT = 16, 64
+"""The lengths of the cumulative sums written as a product with a triangular matrix."""
 
 
-def written_out_sums(fn: Callable) -> Callable:
-    """`fn` (a function of arrays returning a pytree of arrays, or None) with its short
-    floating-point sums written out as additions of slices (module docstring)."""
-
-    @functools.wraps(fn)
-    def wrapped(*args):
-        closed, shape = jax.make_jaxpr(fn, return_shape=True)(*args)
-        flat = jax.tree_util.tree_leaves(args)
-        out = _evaluate(closed.jaxpr, closed.consts, flat)
-        return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shape), out)
-
-    return wrapped
-
-
-def _evaluate(jaxpr: jcore.Jaxpr, consts, args) -> list:
-    env: dict = {}
-
-    def read(v):
-        return v.val if isinstance(v, jcore.Literal) else env[v]
-
-    for v, x in zip(jaxpr.constvars, consts):
-        env[v] = x
-    for v, x in zip(jaxpr.invars, args):
-        env[v] = x
-    for eqn in jaxpr.eqns:
-        outs = _apply(eqn, [read(v) for v in eqn.invars])
-        for v, x in zip(eqn.outvars, outs):
-            if not isinstance(v, jcore.DropVar):
-                env[v] = x
-    return [read(v) for v in jaxpr.outvars]
-
-
-def _apply(eqn: jcore.JaxprEqn, invals: list) -> list:
-    """One equation's outputs: a short sum written out, a call evaluated inline, any other
-    primitive bound as it is."""
-    name = eqn.primitive.name
-    if name == "reduce_sum" and _short(eqn):
-        return [_sum_of_slices(invals[0], eqn.params["axes"])]
-    if name in _CALLS and "jaxpr" in eqn.params:
-        inner = eqn.params["jaxpr"]
-        return _evaluate(inner.jaxpr, inner.consts, invals)
-    bound = eqn.primitive.get_bind_params(eqn.params)  # (subfuns, params) before JAX 0.7
-    subfuns, params = bound if isinstance(bound, tuple) else ((), bound)
-    out = eqn.primitive.bind(*subfuns, *invals, **params)
-    return list(out) if eqn.primitive.multiple_results else [out]
-
-
-def _short(eqn: jcore.JaxprEqn) -> bool:
+def short(eqn: jcore.JaxprEqn) -> bool:
+    """Whether `eqn` (a `reduce_sum`) adds at most :data:`MAX_TERMS` floating-point
+    entries."""
     aval = eqn.invars[0].aval
     shape, dtype = getattr(aval, "shape", None), getattr(aval, "dtype", None)
     if shape is None or dtype is None or not jnp.issubdtype(dtype, jnp.inexact):
@@ -107,10 +69,29 @@ def _short(eqn: jcore.JaxprEqn) -> bool:
     return 0 < terms <= MAX_TERMS
 
 
-def _sum_of_slices(x, axes) -> jax.Array:
+def sum_of_slices(x, axes) -> jax.Array:
     """`x` summed over `axes`, one axis at a time (the highest first, so that the lower
     indices stay valid), as additions of its slices in index order."""
     for axis in sorted(axes, reverse=True):
         parts = [jax.lax.index_in_dim(x, i, axis, keepdims=False) for i in range(x.shape[axis])]
         x = functools.reduce(jnp.add, parts)
     return x
+
+
+def long_cumulative(eqn: jcore.JaxprEqn) -> bool:
+    """Whether `eqn` (a `cumsum`) runs over :data:`MIN_PRODUCT` to :data:`MAX_PRODUCT`
+    floating-point entries."""
+    aval = eqn.invars[0].aval
+    shape, dtype = getattr(aval, "shape", None), getattr(aval, "dtype", None)
+    if shape is None or dtype is None or not jnp.issubdtype(dtype, jnp.inexact):
+        return False
+    return MIN_PRODUCT <= shape[eqn.params["axis"]] <= MAX_PRODUCT
+
+
+def cumulative_product_form(x, axis: int, reverse: bool) -> jax.Array:
+    """`jnp.cumsum(x, axis)` (from the end with `reverse`) as the product of `x` with the
+    triangular matrix of ones."""
+    i = np.arange(x.shape[axis])
+    ones = (i[:, None] >= i[None, :]) if reverse else (i[:, None] <= i[None, :])
+    y = jnp.moveaxis(x, axis, -1) @ jnp.asarray(ones, x.dtype)
+    return jnp.moveaxis(y, -1, axis)
