@@ -17,7 +17,9 @@ OUT = Path(__file__).resolve().parent / "out"
 
 
 def out_path(name: str) -> str:
-    """Default JSON path of a benchmark: benchmarks/out/<name>."""
+    """Default output path of a benchmark (JSON, plots): benchmarks/out/<name>, the
+    folder created if missing (a fresh clone has none)."""
+    OUT.mkdir(parents=True, exist_ok=True)
     return str(OUT / name)
 
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from ._shared_trig import shared_cos, shared_sin
+
 
 def _product_tensor() -> np.ndarray:
     """C (4, 4, 4) with (a ⊗ b)_i = C_ijk a_j b_k."""
@@ -105,7 +107,7 @@ def rotate_unit(p, v):
 def from_axis_angle(axis, angle):
     """The unit quaternion of a rotation by `angle` about the unit vector `axis` (3,)."""
     half = 0.5 * angle
-    return jnp.concatenate([jnp.cos(half)[None], jnp.sin(half) * axis])
+    return jnp.concatenate([shared_cos(half)[None], shared_sin(half) * axis])
 
 
 def body_rate(p, pd):

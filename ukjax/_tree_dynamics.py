@@ -41,6 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._quaternion import rotation_matrix
+from ._shared_trig import shared_cos, shared_sin
 
 
 HINGE = 3  # MuJoCo's mjtJoint code (the other joint of these trees: a slide)
@@ -89,7 +90,7 @@ def _matmul(A, B):
 
 def _axis_rotation(u, angle):
     r"""$R = \cos\theta\,1 + \sin\theta\,[u]_\times + (1 - \cos\theta)uu^T$."""
-    c, s = jnp.cos(angle), jnp.sin(angle)
+    c, s = shared_cos(angle), shared_sin(angle)  # once each, not in every entry
     v = 1.0 - c
     return (
         (c + v * u[0] * u[0], v * u[0] * u[1] - s * u[2], v * u[0] * u[2] + s * u[1]),
