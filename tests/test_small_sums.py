@@ -73,10 +73,10 @@ def test_closed_over_values_and_tracers_are_kept():
     assert rewritten(lambda q: None)(q) is None
 
 
-@pytest.mark.parametrize("n, rewritten_here", [(8, False), (16, True), (33, True), (65, False)])
+@pytest.mark.parametrize("n, rewritten_here", [(15, False), (16, True), (65, False)])
 def test_long_cumulative_sums_are_products_with_the_same_values_and_derivatives(n, rewritten_here):
     rng = np.random.default_rng(3)
-    x, v = jnp.asarray(rng.normal(size=(3, n))), jnp.asarray(rng.normal(size=(3, n)))
+    x, v, w = (jnp.asarray(rng.normal(size=(3, n))) for _ in range(3))
 
     def positions(x):
         forward = jnp.cumsum(jnp.cos(x) * x, axis=1)
@@ -86,10 +86,11 @@ def test_long_cumulative_sums_are_products_with_the_same_values_and_derivatives(
     out = rewritten(positions, sums=False)
     assert ("cumsum" in str(jax.make_jaxpr(out)(x))) != rewritten_here
     scale = float(jnp.abs(positions(x)).max())
-    np.testing.assert_allclose(out(x), positions(x), rtol=1e-13, atol=1e-13 * scale)
-    for d in (jax.jacfwd, jax.jacrev):
-        np.testing.assert_allclose(d(out)(x), d(positions)(x), rtol=1e-12, atol=1e-12 * scale)
-    second = lambda f: jax.jvp(lambda y: jax.jvp(f, (y,), (v,))[1], (x,), (v,))[1]
-    np.testing.assert_allclose(second(out), second(positions), rtol=1e-11, atol=1e-11 * scale)
+    close = lambda a, b, tol: np.testing.assert_allclose(a, b, rtol=tol, atol=tol * scale)
+    close(out(x), positions(x), 1e-13)
+    close(jax.jvp(out, (x,), (v,))[1], jax.jvp(positions, (x,), (v,))[1], 1e-12)
+    close(jax.vjp(out, x)[1](w)[0], jax.vjp(positions, x)[1](w)[0], 1e-12)
+    second = lambda f: jax.jvp(lambda y: jax.jvp(f, (y,), (v,))[1], (x,), (w,))[1]
+    close(second(out), second(positions), 1e-11)
     batch = jnp.stack([x, -x])
-    np.testing.assert_allclose(jax.vmap(out)(batch), jax.vmap(positions)(batch), atol=1e-12 * scale)
+    close(jax.vmap(out)(batch), jax.vmap(positions)(batch), 1e-13)
