@@ -139,3 +139,30 @@ def test_a_batched_mass_matrix_evaluates_each_sine_once_per_angle():
     terms = jax.vmap(lambda a, b: ukjax.mass_and_force(system, 0.0, a, b))
     compiled = jax.jit(terms).lower(*args).compile()  # T's and V's sines and cosines
     assert _trig_evaluations(compiled.as_text()) <= 2 * 2 * batch * n
+
+
+class _ClosedFormChain(ukjax.System):
+    """The same chain with M and Q written out by the user (`mass_and_force`)."""
+
+    links: int
+
+    def mass_and_force(self, t, q, qd):
+        i = jnp.arange(self.links)
+        w = self.links - jnp.maximum(i[:, None], i[None, :])
+        d = q[:, None] - q[None, :]
+        Q = -(w * jnp.sin(d)) @ qd**2 - G * (self.links - i) * jnp.sin(q)
+        return w * jnp.cos(d), Q
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="XLA:CPU's fusion decisions")
+def test_a_written_mass_matrix_is_not_recomputed_by_the_checks():
+    # The checks read M (finiteness, asymmetry through a transpose); with the user's cos
+    # copied into their fusions, the cosines were evaluated again for each of them.
+    batch, n = 32, 6
+    system = _ClosedFormChain(n)
+    rng = np.random.default_rng(4)
+    q, qd = jnp.asarray(rng.uniform(-1, 1, (batch, n))), jnp.asarray(rng.normal(size=(batch, n)))
+    accel = jax.jit(jax.vmap(lambda a, b: ukjax.acceleration(system, 0.0, a, b)))
+    assert _trig_evaluations(accel.lower(q, qd).compile().as_text()) <= batch * (2 * n * n + n)
+    reference = jax.vmap(lambda a, b: ukjax.acceleration(_AngleChain(n), 0.0, a, b))(q, qd)
+    np.testing.assert_allclose(accel(q, qd), reference, rtol=1e-10, atol=1e-10)

@@ -30,9 +30,18 @@ def _vector(value, name, system, q):
     return value
 
 
+def _model(fn):
+    """One of a system's model functions (`mass_and_force`, `mass_matrix`, `forces`) with
+    its sines and cosines computed once per element (:func:`ukjax._rewrite.rewritten`):
+    XLA:CPU otherwise recomputes a mass matrix written with cos(q_i - q_j) in every
+    fusion that reads it, the run-time checks' included (`benchmarks/RESULTS.md`, stop
+    69)."""
+    return rewritten(fn, sums=False)
+
+
 def _direct(system: System, t, q, qd):
     """(M, Q) from the system's own `mass_and_force`, validated, or None."""
-    direct = system.mass_and_force(t, q, qd)
+    direct = _model(system.mass_and_force)(t, q, qd)
     if direct is None:
         return None
     n = q.shape[0]
@@ -51,7 +60,8 @@ def _lagrangian_mass(system: System, t, q, qd):
     n = q.shape[0]
     if overrides(system, "kinetic_energy") and not overrides(system, "mass_matrix"):
         return _lagrange_terms(system, t, q, qd, n)[0]
-    M = check_precision(system.mass_matrix(t, q), "mass_matrix", system, q.dtype).astype(q.dtype)
+    M = _model(system.mass_matrix)(t, q)
+    M = check_precision(M, "mass_matrix", system, q.dtype).astype(q.dtype)
     if M.shape != (n, n):
         raise ValueError(
             f"The mass matrix of {type(system).__name__} must have shape ({n}, {n}); got {M.shape}."
@@ -95,7 +105,7 @@ def mass_and_force(system: System, t, q, qd):
     else:
         M = _lagrangian_mass(system, t, q, qd)
         Q = _lagrange_terms(system, t, q, qd, 0)[1] if lagrangian else jnp.zeros_like(q)
-    F = system.forces(t, q, qd)
+    F = _model(system.forces)(t, q, qd)
     if F is not None:
         Q = Q + _vector(F, "forces", system, q)
     if system.potential_energy(t, q) is not None:
