@@ -1,18 +1,18 @@
 r"""A system's functions as XLA:CPU runs them well: :func:`rewritten`.
 
 ukjax differentiates and batches the functions a user writes (`kinetic_energy`,
-`potential_energy`, `holonomic`, `nonholonomic`, `unilateral`), and two patterns that are
-natural in those functions compile to slow code on XLA:CPU (JAX 0.10) once derivatives
-and `jax.vmap` have widened them:
+`potential_energy`, `mass_and_force`, `mass_matrix`, `forces`, `holonomic`,
+`nonholonomic`, `unilateral`), and patterns that are natural in those functions compile
+to slow code on XLA:CPU (JAX 0.10) once derivatives and `jax.vmap` have widened them:
 
 - short sums (`jnp.sum(d**2, axis=1)` over a link's two coordinates) go to the YNNPACK
   reduction kernel, several times slower than the sum written out, and a cumulative sum
   (`jnp.cumsum`) is a `reduce_window` of n additions per entry (:mod:`ukjax._small_sums`);
-- `sin` and `cos` are copied into every fusion that broadcasts them, one libm call per
-  element of the broadcast array (:mod:`ukjax._shared_trig`).
+- `sin` and `cos` are copied into every fusion that reads or broadcasts them, one libm call per
+  element of each copy (:mod:`ukjax._shared_trig`).
 
 :func:`rewritten` traces a function to its jaxpr and evaluates it primitive by primitive,
-binding every primitive as it is except those two: a floating-point `reduce_sum` over at
+binding every primitive as it is except these: a floating-point `reduce_sum` over at
 most :data:`ukjax._small_sums.MAX_TERMS` entries becomes the sum of its slices (with
 `sums`), a floating-point `cumsum` over :data:`ukjax._small_sums.MIN_PRODUCT` to
 :data:`ukjax._small_sums.MAX_PRODUCT` entries a product with a triangular matrix of ones,
@@ -23,9 +23,11 @@ the sums up to the order of the additions), same derivatives, same behaviour und
 way, and every other primitive, including control flow and custom derivative rules, is
 bound unchanged.
 
-Sums stay as they are in the energies (`sums=False`): ukjax differentiates those in
-reverse mode, where each written-out slice transposes to a pad (stop 65 measured the
-gradient of a run 15 % slower with them written out).
+Short sums stay as they are in the energies and in `mass_and_force`, `mass_matrix`,
+`forces` (`sums=False`): ukjax differentiates the energies in reverse mode, where each
+written-out slice transposes to a pad (stop 65 measured the gradient of a run 15 % slower
+with them written out), and the model functions are evaluated as they are, not widened
+by column colours.
 
 Example:
     >>> import jax, jax.numpy as jnp
