@@ -25,9 +25,9 @@ bound unchanged.
 
 Short sums stay as they are in the energies and in `mass_and_force`, `mass_matrix`,
 `forces` (`sums=False`): ukjax differentiates the energies in reverse mode, where each
-written-out slice transposes to a pad (stop 65 measured the gradient of a run 15 % slower
-with them written out), and the model functions are evaluated as they are, not widened
-by column colours.
+written-out slice transposes to a pad (the gradient of a run was slower with them
+written out: `benchmarks/RESULTS.md`, stop 65), and the model functions are evaluated
+as they are, not widened by column colours.
 
 Example:
     >>> import jax, jax.numpy as jnp

@@ -9,8 +9,8 @@ n + 1 forward tangents of the momentum, where every $\cos q_i$ multiplies a tang
 array of shape (tangents, n) (and (batch, tangents, n) under `jax.vmap`), and the
 constraint Jacobians come from one product per column colour. XLA:CPU evaluates
 `sin`/`cos` by a scalar call into libm per element, so each copy costs a call per element
-of the larger array: in a batched RK4 run of an 8-link chain written in angles, 31 % of
-`perf` samples were in libm's `sincos` (`benchmarks/RESULTS.md`, stop 69 section).
+of the larger array (the profile of a batched chain written in angles:
+`benchmarks/RESULTS.md`, stop 69 section).
 
 The functions here return $\sin x / ((x - x) + 1)$ and $\cos x / ((x - x) + 1)$: the
 same bits as `jnp.sin`, `jnp.cos` for every $x$ (a division by exactly 1 where $x$ is

@@ -20,10 +20,11 @@ last bit), same derivatives (the slices and sums are differentiated as any progr
 
 `jnp.cumsum` (a chain's bob positions from its link angles) is a `reduce_window` on the
 CPU, n additions per entry; under the n + 1 tangents of a Hessian mass matrix and a
-`vmap` it dominated a 32-link chain's step. Over 16 to 64 entries a product with the
-triangular matrix of ones is 2.5-3.7x faster alone (an array (batch, n + 1, n)) and made
-the 32-link chain's RK4 step 1.5-1.9x faster; at 8 entries the whole run did not change,
-at 128 the two tie and at 256 the product loses (`benchmarks/RESULTS.md`, stop 69).
+`vmap` it dominated a 32-link chain's step. From :data:`MIN_PRODUCT` to
+:data:`MAX_PRODUCT` entries a product with the triangular matrix of ones (n^2
+multiply-adds in one dot, which XLA runs as a matrix product) is faster; below, the whole
+run did not gain, and far above the product's n^2 loses (measured in
+`benchmarks/RESULTS.md`, stop 69 section).
 
 Example:
     >>> import jax.numpy as jnp
