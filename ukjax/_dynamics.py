@@ -31,11 +31,13 @@ def _vector(value, name, system, q):
 
 
 def _model(fn):
-    """One of a system's model functions (`mass_and_force`, `mass_matrix`, `forces`) with
-    its sines and cosines computed once per element (:func:`ukjax._rewrite.rewritten`):
-    XLA:CPU otherwise recomputes a mass matrix written with cos(q_i - q_j) in every
-    fusion that reads it, the run-time checks' included (`benchmarks/RESULTS.md`, stop
-    69)."""
+    """One of a system's model functions (`mass_and_force`, `mass_matrix`, `forces`,
+    `kinetic_energy`, `potential_energy`) with its sines and cosines computed once per
+    element (:func:`ukjax._rewrite.rewritten`): XLA:CPU otherwise recomputes them in every
+    fusion that reads them, e.g. a mass matrix written with cos(q_i - q_j) in the run-time
+    checks' fusions, or the cosines of T under the n + 1 tangents of its Hessian
+    (`benchmarks/RESULTS.md`, stop 69). Short sums stay (`sums=False`, see
+    :mod:`ukjax._rewrite`)."""
     return rewritten(fn, sums=False)
 
 
@@ -109,11 +111,10 @@ def mass_and_force(system: System, t, q, qd):
     if F is not None:
         Q = Q + _vector(F, "forces", system, q)
     if system.potential_energy(t, q) is not None:
-        energy_ = rewritten(system.potential_energy, sums=False)  # sin, cos shared
-        V = lambda q_: jnp.asarray(energy_(t, q_), q.dtype)
-        if jax.eval_shape(V, q).shape != ():
+        if jax.eval_shape(system.potential_energy, t, q).shape != ():
             raise ValueError(f"{type(system).__name__}.potential_energy must return a scalar.")
-        Q = Q - jax.grad(V)(q)
+        energy_ = _model(system.potential_energy)
+        Q = Q - jax.grad(lambda q_: jnp.asarray(energy_(t, q_), q.dtype))(q)
     return M, Q
 
 
@@ -123,10 +124,10 @@ def _lagrange_terms(system: System, t, q, qd, k: int) -> tuple[jax.Array, jax.Ar
     with the momentum $p = \partial T/\partial\dot q$, from one reverse pass of $T$ and
     one batch of forward derivatives of it: the tangents $e_i$ in $\dot q$ and
     $(1, \dot q, 0)$ in $(t, q, \dot q)$. $T$'s sines and cosines are shared
-    (:func:`ukjax._rewrite.rewritten`): the tangents broadcast them n + 1 times."""
-    T = rewritten(system.kinetic_energy, sums=False)
-    if jax.eval_shape(T, t, q, qd).shape != ():
+    (:func:`_model`): the tangents broadcast them n + 1 times."""
+    if jax.eval_shape(system.kinetic_energy, t, q, qd).shape != ():
         raise ValueError(f"{type(system).__name__}.kinetic_energy must return a scalar.")
+    T = _model(system.kinetic_energy)
     n, dtype = q.shape[0], q.dtype
     grads = lambda t_, q_, qd_: jax.grad(T, argnums=(1, 2))(t_, q_, qd_)  # (dT/dq, p)
     dt = jnp.concatenate([jnp.zeros(k, dtype), jnp.ones(1, dtype)])

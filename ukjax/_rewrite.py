@@ -93,8 +93,8 @@ def _evaluate(jaxpr: jcore.Jaxpr, consts, args, sums: bool) -> list:
 
 def _apply(eqn: jcore.JaxprEqn, invals: list, sums: bool) -> list:
     """One equation's outputs: a short sum written out, a long cumulative sum as a
-    product, a sine or cosine shared, a call
-    evaluated inline, any other primitive bound as it is."""
+    product, a sine or cosine shared, a call evaluated inline, any other primitive bound
+    as it is."""
     name = eqn.primitive.name
     if sums and name == "reduce_sum" and short(eqn):
         return [sum_of_slices(invals[0], eqn.params["axes"])]

@@ -57,12 +57,20 @@ MIN_PRODUCT, MAX_PRODUCT = 16, 64
 """The lengths of the cumulative sums written as a product with a triangular matrix."""
 
 
-def short(eqn: jcore.JaxprEqn) -> bool:
-    """Whether `eqn` (a `reduce_sum`) adds at most :data:`MAX_TERMS` floating-point
-    entries."""
+def _inexact_shape(eqn: jcore.JaxprEqn) -> tuple[int, ...] | None:
+    """The shape of `eqn`'s first operand if it is a floating-point array, else None."""
     aval = eqn.invars[0].aval
     shape, dtype = getattr(aval, "shape", None), getattr(aval, "dtype", None)
     if shape is None or dtype is None or not jnp.issubdtype(dtype, jnp.inexact):
+        return None
+    return shape
+
+
+def short(eqn: jcore.JaxprEqn) -> bool:
+    """Whether `eqn` (a `reduce_sum`) adds at most :data:`MAX_TERMS` floating-point
+    entries."""
+    shape = _inexact_shape(eqn)
+    if shape is None:
         return False
     terms = 1
     for axis in eqn.params["axes"]:
@@ -82,11 +90,8 @@ def sum_of_slices(x, axes) -> jax.Array:
 def long_cumulative(eqn: jcore.JaxprEqn) -> bool:
     """Whether `eqn` (a `cumsum`) runs over :data:`MIN_PRODUCT` to :data:`MAX_PRODUCT`
     floating-point entries."""
-    aval = eqn.invars[0].aval
-    shape, dtype = getattr(aval, "shape", None), getattr(aval, "dtype", None)
-    if shape is None or dtype is None or not jnp.issubdtype(dtype, jnp.inexact):
-        return False
-    return MIN_PRODUCT <= shape[eqn.params["axis"]] <= MAX_PRODUCT
+    shape = _inexact_shape(eqn)
+    return shape is not None and MIN_PRODUCT <= shape[eqn.params["axis"]] <= MAX_PRODUCT
 
 
 def cumulative_product_form(x, axis: int, reverse: bool) -> jax.Array:
