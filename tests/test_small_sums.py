@@ -40,11 +40,13 @@ def test_values_and_derivatives_are_the_functions_own(fn, n):
     rng = np.random.default_rng(0)
     q, v = jnp.asarray(rng.normal(size=n)), jnp.asarray(rng.normal(size=n))
     out = rewritten(fn)
-    np.testing.assert_allclose(out(q), fn(q), rtol=1e-14, atol=1e-14)
-    np.testing.assert_allclose(jax.jacfwd(out)(q), jax.jacfwd(fn)(q), rtol=1e-13, atol=1e-13)
-    np.testing.assert_allclose(jax.jacrev(out)(q), jax.jacrev(fn)(q), rtol=1e-13, atol=1e-13)
-    second = lambda f: jax.jvp(lambda x: jax.jvp(f, (x,), (v,))[1], (q,), (v,))[1]
-    np.testing.assert_allclose(second(out), second(fn), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out(q), fn(q), rtol=1e-14, atol=1e-14)  # eager
+    # the transformations compiled (eager, each primitive compiles on its own: slow)
+    both = lambda make: (jax.jit(make(out))(q), jax.jit(make(fn))(q))
+    np.testing.assert_allclose(*both(jax.jacfwd), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(*both(jax.jacrev), rtol=1e-13, atol=1e-13)
+    second = lambda f: lambda q: jax.jvp(lambda x: jax.jvp(f, (x,), (v,))[1], (q,), (v,))[1]
+    np.testing.assert_allclose(*both(second), rtol=1e-12, atol=1e-12)
     batch = jnp.stack([q, 2.0 * q, -q])
     np.testing.assert_allclose(jax.vmap(out)(batch), jax.vmap(fn)(batch), rtol=1e-14, atol=1e-14)
     jitted = jax.jit(out)(q)
@@ -87,10 +89,12 @@ def test_long_cumulative_sums_are_products_with_the_same_values_and_derivatives(
     assert ("cumsum" in str(jax.make_jaxpr(out)(x))) != rewritten_here
     scale = float(jnp.abs(positions(x)).max())
     close = lambda a, b, tol: np.testing.assert_allclose(a, b, rtol=tol, atol=tol * scale)
-    close(out(x), positions(x), 1e-13)
-    close(jax.jvp(out, (x,), (v,))[1], jax.jvp(positions, (x,), (v,))[1], 1e-12)
-    close(jax.vjp(out, x)[1](w)[0], jax.vjp(positions, x)[1](w)[0], 1e-12)
-    second = lambda f: jax.jvp(lambda y: jax.jvp(f, (y,), (v,))[1], (x,), (w,))[1]
-    close(second(out), second(positions), 1e-11)
+    close(out(x), positions(x), 1e-13)  # eager; the transformations compiled
+    jvp = lambda f: jax.jit(lambda x: jax.jvp(f, (x,), (v,))[1])(x)
+    vjp = lambda f: jax.jit(lambda x: jax.vjp(f, x)[1](w)[0])(x)
+    inner = lambda f: lambda y: jax.jvp(f, (y,), (v,))[1]
+    second = lambda f: jax.jit(lambda x: jax.jvp(inner(f), (x,), (w,))[1])(x)
     batch = jnp.stack([x, -x])
-    close(jax.vmap(out)(batch), jax.vmap(positions)(batch), 1e-13)
+    vmap = lambda f: jax.jit(jax.vmap(f))(batch)
+    for transformed, tol in ((jvp, 1e-12), (vjp, 1e-12), (second, 1e-11), (vmap, 1e-13)):
+        close(transformed(out), transformed(positions), tol)

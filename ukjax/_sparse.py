@@ -166,6 +166,23 @@ def gram(B: Rows) -> Rows:
     return G
 
 
+def symmetric_matvec(G: Rows, x: Vec) -> Vec:
+    """G x for the symmetric G given by its lower triangle (rows, as :func:`gram` returns)."""
+    out: list[list[Any]] = [[] for _ in range(len(G))]
+    for i, row in enumerate(G):
+        for j, v in row.items():
+            if x[j] is not None:
+                out[i].append(v * x[j])
+            if j != i and x[i] is not None:
+                out[j].append(v * x[i])
+    return [_sum(t) for t in out]
+
+
+def size(A: Rows) -> int:
+    """The number of structural entries of A."""
+    return sum(len(row) for row in A)
+
+
 def scale_rows(d: Vec, A: Rows) -> Rows:
     return [{j: d[i] * v for j, v in row.items()} for i, row in enumerate(A)]
 

@@ -192,11 +192,7 @@ def _primal(structure: Structure, tau: float, K: int, M_values, Q, A_values, b, 
         assert C is not None
         Qc_ni = C - sp.stack(sp.matvec_t(Arows, lam_c, n), zero)
     # the relative least-squares residual of B z = e, z = B^T lambda_e
-    z = sp.matvec_t(B, lam_e, n)
-    r_ls = [_add(x, _neg(ei)) for x, ei in zip(sp.matvec(B, z), e)]
-    B_norm = sp.norm2([v for row in B for v in row.values()])
-    scale = sp.norm2(e) + B_norm * sp.norm2(z)
-    inconsistency = sp.norm2(r_ls) / jnp.maximum(scale, jnp.finfo(dtype).tiny)
+    inconsistency = gram.inconsistency(lam_e, e, dtype)
     core = _Core(
         sp.stack(qdd, zero), sp.stack(a, zero), sp.stack(Qc_i, zero), Qc_ni, inconsistency,
         L_diagonal,
@@ -269,7 +265,7 @@ class _GramSolve:
     factorisation made once (a trace-time object, not a pytree)."""
 
     def __init__(self, B: sp.Rows, n: int, tau: float, refinements: int, zero):
-        G = sp.gram(B)
+        self.G = G = sp.gram(B)  # lower triangle of B B^T
         d = []
         for i in range(len(B)):
             g = G[i].get(i)
@@ -278,13 +274,20 @@ class _GramSolve:
             else:
                 pos = g > 0
                 d.append(jnp.where(pos, jax.lax.rsqrt(jnp.where(pos, g, 1.0)), 0.0))
-        Gh: sp.Rows = [{r: d[i] * v * d[r] for r, v in row.items()} for i, row in enumerate(G)]
+        Gs: sp.Rows = [{r: d[i] * v * d[r] for r, v in row.items()} for i, row in enumerate(G)]
+        Gh: sp.Rows = [dict(row) for row in Gs]
         for i in range(len(B)):
             Gh[i][i] = Gh[i].get(i, zero) + tau * tau
-        self.Bh = sp.scale_rows(d, B)
+        Bh = sp.scale_rows(d, B)
+        # the refinement's products with DGD: through its own entries where they are
+        # fewer than two passes over B's (chains and trees: a band of G against B twice)
+        if 2 * sp.size(Gs) - len(Gs) <= 2 * sp.size(Bh):
+            self._gram_times = lambda Y: sp.symmetric_matvec(Gs, Y)
+        else:
+            self._gram_times = lambda Y: sp.matvec(Bh, sp.matvec_t(Bh, Y, n))
         self.Lg = sp.cholesky(Gh)
         self.Lgc = sp.columns(self.Lg)
-        self.d, self.n, self.refinements = d, n, refinements
+        self.d, self.refinements = d, refinements
 
     def _solve_H(self, R: sp.Vec) -> sp.Vec:
         return sp.solve_lower_t(self.Lg, sp.solve_lower(self.Lg, R), self.Lgc)
@@ -295,10 +298,30 @@ class _GramSolve:
         Eh = [di * ei for di, ei in zip(self.d, E)]
         Y = self._solve_H(Eh)
         for _ in range(self.refinements):
-            GY = sp.matvec(self.Bh, sp.matvec_t(self.Bh, Y, self.n))
-            R = [_add(ei, _neg(x)) for ei, x in zip(Eh, GY)]
+            R = [_add(ei, _neg(x)) for ei, x in zip(Eh, self._gram_times(Y))]
             Y = [_add(y, dy) for y, dy in zip(Y, self._solve_H(R))]
         return [None if y is None else di * y for di, y in zip(self.d, Y)]
+
+    def inconsistency(self, lam: sp.Vec, e: sp.Vec, dtype) -> jax.Array:
+        r"""The relative least-squares residual $\|Bz - e\| / (\|e\| + \|B\|\,\|z\|)$
+        of $z = B^T\lambda$ (:func:`ukjax._uk.relative_residual`), from the Gram matrix
+        $G = BB^T$: $Bz = G\lambda$, $\|z\|^2 = \lambda\cdot G\lambda$ and
+        $\|B\|_F^2 = \operatorname{tr} G$ (no product with $B$ or $B^T$)."""
+        G_lam = sp.symmetric_matvec(self.G, lam)
+        r = [_add(x, _neg(ei)) for x, ei in zip(G_lam, e)]
+        quad = [x * y for x, y in zip(lam, G_lam) if x is not None and y is not None]
+        z_norm = jnp.sqrt(jnp.maximum(_total(quad, dtype), 0.0))
+        B_norm = jnp.sqrt(_total([row[i] for i, row in enumerate(self.G) if i in row], dtype))
+        scale = sp.norm2(e) + B_norm * z_norm
+        return sp.norm2(r) / jnp.maximum(scale, jnp.finfo(dtype).tiny)
+
+
+def _total(values: list[Any], dtype) -> jax.Array:
+    """The sum of the entries given (zero when none)."""
+    total = jnp.zeros((), dtype)
+    for v in values:
+        total = total + v
+    return total
 
 
 def _solve_M(L: sp.Rows, Lc: sp.Rows, v: sp.Vec) -> sp.Vec:
