@@ -423,17 +423,10 @@ class _LinearTangent(eqx.Module):
         b = (inputs, jtu.tree_map(lambda x: jnp.zeros_like(x) + zero.astype(x.dtype), self.like))
         add = lambda a, c: jtu.tree_map(jnp.add, a, c)
         sub = lambda a, c: jtu.tree_map(jnp.subtract, a, c)
-        matvec = lambda x: (x[0], sub(x[1], _forward(self, x[0])))
-        solve = lambda _, b: (b[0], add(b[1], _forward(self, b[0])))
+        matvec = lambda x: (x[0], sub(x[1], self.forward(x[0])))
+        solve = lambda _, b: (b[0], add(b[1], self.forward(b[0])))
         transpose = lambda _, c: (add(c[0], self.transpose(c[1], inputs)), c[1])
         return lax.custom_linear_solve(matvec, b, solve, transpose)[1]
-
-
-@eqx.filter_jit
-def _forward(tangent: _LinearTangent, inputs):
-    """`tangent.forward(inputs)`, traced once for the two uses and the transposition that
-    `lax.custom_linear_solve` makes of it (each would trace the whole sweep again)."""
-    return tangent.forward(inputs)
 
 
 @eqx.filter_custom_jvp
