@@ -108,6 +108,13 @@ def columns(L: Rows) -> Rows:
     return C
 
 
+def _diagonal_inverse(L: Rows) -> list[Any] | None:
+    """The reciprocals of a diagonal factor's entries (None if L is not diagonal)."""
+    if not all(len(row) == 1 for row in L):
+        return None
+    return [1.0 / L[i][i] for i in range(len(L))]
+
+
 def solve_lower(L: Rows, x: Vec) -> Vec:
     """L^{-1} x for the lower factor L."""
     y: Vec = []
@@ -144,8 +151,17 @@ def matvec_t(A: Rows, y: Vec, n: int) -> Vec:
 
 
 def rows_solve_lower(L: Rows, A: Rows) -> Rows:
-    """The rows of A L^{-T} (row i is L^{-1} applied to row i of A)."""
+    """The rows of A L^{-T} (row i is L^{-1} applied to row i of A).
+
+    A diagonal L (a diagonal M) scales A's columns by its n reciprocals: a division per
+    entry would end a fused kernel at each under `vmap` (XLA counts a division as
+    expensive). The triangular solves keep their divisions: there they are what stops
+    XLA from copying chains of products into every consumer (`benchmarks/RESULTS.md`,
+    stop 70, has the kernel counts and times of both)."""
     n = len(L)
+    inverse = _diagonal_inverse(L)
+    if inverse is not None:
+        return [{j: v * inverse[j] for j, v in row.items()} for row in A]
     out: Rows = []
     for row in A:
         y = solve_lower(L, [row.get(j) for j in range(n)])
