@@ -60,6 +60,12 @@ def _sum(terms: list[Any]) -> Any:
     return s
 
 
+def total(values: list[Any], dtype) -> Any:
+    """The sum of the entries given (a zero of `dtype` when there are none)."""
+    s = _sum(values)
+    return jnp.zeros((), dtype) if s is None else s
+
+
 def _sub(x, y) -> Any:
     """x - y with None as zero."""
     if y is None:

@@ -310,18 +310,10 @@ class _GramSolve:
         G_lam = sp.symmetric_matvec(self.G, lam)
         r = [_add(x, _neg(ei)) for x, ei in zip(G_lam, e)]
         quad = [x * y for x, y in zip(lam, G_lam) if x is not None and y is not None]
-        z_norm = jnp.sqrt(jnp.maximum(_total(quad, dtype), 0.0))
-        B_norm = jnp.sqrt(_total([row[i] for i, row in enumerate(self.G) if i in row], dtype))
+        z_norm = jnp.sqrt(jnp.maximum(sp.total(quad, dtype), 0.0))
+        B_norm = jnp.sqrt(sp.total([row[i] for i, row in enumerate(self.G) if i in row], dtype))
         scale = sp.norm2(e) + B_norm * z_norm
         return sp.norm2(r) / jnp.maximum(scale, jnp.finfo(dtype).tiny)
-
-
-def _total(values: list[Any], dtype) -> jax.Array:
-    """The sum of the entries given (zero when none)."""
-    total = jnp.zeros((), dtype)
-    for v in values:
-        total = total + v
-    return total
 
 
 def _solve_M(L: sp.Rows, Lc: sp.Rows, v: sp.Vec) -> sp.Vec:
