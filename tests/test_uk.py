@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import ukjax
 from references import null_space, random_constraints, random_spd, uk_reference
+from ukjax._kernels import LAPACK, UNROLLED
 
 
 SOLVERS = {
@@ -208,6 +209,43 @@ def test_unrolled_and_lapack_kernels_agree_in_value_and_gradient(rng, rank):
     for J_u, J_l in zip(f("unrolled"), f("lapack")):
         assert np.all(np.isfinite(J_u))
         np.testing.assert_allclose(J_u, J_l, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 6])
+def test_one_factor_solves_and_products_of_both_kernels_are_numpys(rng, n):
+    """`DenseOps.triangular(L)`: L^-1 X, L^-T X, (L L^T)^-1 X and L X from one factor
+    (the unrolled kernels unpack its entries once for all of them), for vectors and
+    matrices, equal NumPy's; and their reverse-mode derivative with respect to L (the
+    entries' cotangents summed over the uses) equals the LAPACK kernels' on the lower
+    triangle (the upper entries of a factor are zeros that no kernel reads; the Cholesky
+    rules of both kernels drop their cotangents)."""
+    L = np.linalg.cholesky(random_spd(rng, n)) if n else np.zeros((0, 0))
+    Li = np.linalg.inv(L) if n else L
+    for X in (rng.standard_normal(n), rng.standard_normal((n, 2))):
+        want = (Li @ X, Li.T @ X, Li.T @ (Li @ X), L @ X)
+        for ops in (UNROLLED, LAPACK):
+            t = ops.triangular(jnp.asarray(L))
+            got = (t.lower(X), t.lower_t(X), t.solve(X), t.times(X))
+            for g, w in zip(got, want):
+                assert g.shape == w.shape
+                np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+    if n == 0:
+        return
+    X = rng.standard_normal((n, 2))
+    W = rng.standard_normal((4, n, 2))
+
+    def loss(ops):
+        def f(L):
+            t = ops.triangular(L)
+            outs = (t.lower(X), t.lower_t(X), t.solve(X), t.times(X))
+            return sum(jnp.sum(w * o) for w, o in zip(W, outs))
+
+        return jax.jit(jax.grad(f))(jnp.asarray(L))
+
+    lower = np.tril(np.ones((n, n), bool))
+    g_unrolled, g_lapack = loss(UNROLLED), loss(LAPACK)
+    assert np.abs(g_lapack[lower]).min() > 0  # every lower entry has a derivative
+    np.testing.assert_allclose(g_unrolled[lower], g_lapack[lower], rtol=1e-10, atol=1e-12)
 
 
 def test_cholesky_method_is_wrong_for_redundant_rows_but_auto_is_exact(rng):

@@ -100,30 +100,77 @@ def _cholesky_unrolled(M: jax.Array) -> jax.Array:
     return jnp.stack([jnp.stack([L[i][j] if j <= i else zero for j in range(n)]) for i in range(n)])
 
 
-def _solve_lower_unrolled(L: jax.Array, X: jax.Array) -> jax.Array:
-    """$L^{-1}X$ for lower-triangular L (n, n) and X (n,) or (n, k)."""
-    n = L.shape[0]
-    Ls, Xs = _entries(L), unpack(X)
+def _rows_lower(Ls: list[list[jax.Array]], Xs: list[jax.Array]) -> list[jax.Array]:
+    """The rows of $L^{-1}X$ by forward substitution, from L's entries and X's rows."""
     rows: list[Any] = []
-    for i in range(n):
+    for i in range(len(Ls)):
         s = Xs[i]
         for k in range(i):
             s = s - Ls[i][k] * rows[k]
         rows.append(s / Ls[i][i])
-    return jnp.stack(rows)
+    return rows
 
 
-def _solve_lower_t_unrolled(L: jax.Array, X: jax.Array) -> jax.Array:
-    """$L^{-T}X$ for lower-triangular L."""
-    n = L.shape[0]
-    Ls, Xs = _entries(L), unpack(X)
+def _rows_lower_t(Ls: list[list[jax.Array]], Xs: list[jax.Array]) -> list[jax.Array]:
+    """The rows of $L^{-T}X$ by back substitution, from L's entries and X's rows."""
+    n = len(Ls)
     rows: list[Any] = [None] * n
     for i in reversed(range(n)):
         s = Xs[i]
         for k in range(i + 1, n):
             s = s - Ls[k][i] * rows[k]
         rows[i] = s / Ls[i][i]
-    return jnp.stack(rows)
+    return rows
+
+
+def _solve_lower_unrolled(L: jax.Array, X: jax.Array) -> jax.Array:
+    """$L^{-1}X$ for lower-triangular L (n, n) and X (n,) or (n, k)."""
+    return jnp.stack(_rows_lower(_entries(L), unpack(X)))
+
+
+def _solve_lower_t_unrolled(L: jax.Array, X: jax.Array) -> jax.Array:
+    """$L^{-T}X$ for lower-triangular L."""
+    return jnp.stack(_rows_lower_t(_entries(L), unpack(X)))
+
+
+class Triangular(NamedTuple):
+    """The solves and products with one lower-triangular factor L that a UK solve uses
+    several times (:meth:`DenseOps.triangular`): the unrolled kernels unpack L's entries
+    once for all of them instead of once per solve."""
+
+    lower: Callable  # X -> L^{-1} X
+    lower_t: Callable  # X -> L^{-T} X
+    solve: Callable  # X -> (L L^T)^{-1} X
+    times: Callable  # X -> L X
+
+
+def _triangular_unrolled(L: jax.Array) -> Triangular:
+    if L.shape[0] == 0:  # nothing to solve: X has no rows either
+        return Triangular(lambda X: X, lambda X: X, lambda X: X, lambda X: X)
+    Ls = _entries(L)
+
+    def times(X):
+        Xs = unpack(X)
+        rows = []
+        for i in range(len(Ls)):
+            acc = Ls[i][0] * Xs[0]
+            for k in range(1, i + 1):
+                acc = acc + Ls[i][k] * Xs[k]
+            rows.append(acc)
+        return jnp.stack(rows)
+
+    return Triangular(
+        lambda X: jnp.stack(_rows_lower(Ls, unpack(X))),
+        lambda X: jnp.stack(_rows_lower_t(Ls, unpack(X))),
+        lambda X: jnp.stack(_rows_lower_t(Ls, _rows_lower(Ls, unpack(X)))),
+        times,
+    )
+
+
+def _triangular_lapack(L: jax.Array) -> Triangular:
+    lower = lambda X: jax.scipy.linalg.solve_triangular(L, X, lower=True)
+    lower_t = lambda X: jax.scipy.linalg.solve_triangular(L, X, lower=True, trans=1)
+    return Triangular(lower, lower_t, lambda X: lower_t(lower(X)), lambda X: L @ X)
 
 
 def _sum_of_outer(cols: list[jax.Array], rows: list[jax.Array], shape, dtype) -> jax.Array:
@@ -170,6 +217,7 @@ class DenseOps(NamedTuple):
     matmul: Callable  # (A, X) -> A X, X of shape (k,) or (k, p)
     gram: Callable  # B -> B B^T
     norm: Callable  # X -> 2-norm of a vector, Frobenius norm of a matrix
+    triangular: Callable  # L -> Triangular: several solves and products with one factor
 
 
 LAPACK = DenseOps(
@@ -179,6 +227,7 @@ LAPACK = DenseOps(
     matmul=lambda A, X: A @ X,
     gram=lambda B: B @ B.T,
     norm=jnp.linalg.norm,
+    triangular=_triangular_lapack,
 )
 
 UNROLLED = DenseOps(
@@ -188,6 +237,7 @@ UNROLLED = DenseOps(
     matmul=_matmul_unrolled,
     gram=_gram_unrolled,
     norm=norm_unrolled,
+    triangular=_triangular_unrolled,
 )
 
 

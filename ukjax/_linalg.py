@@ -99,7 +99,7 @@ def full_rank_solve(B: jax.Array, e: jax.Array, ops: DenseOps = LAPACK):
     ok = jnp.all(jnp.isfinite(Lg)) & (jnp.min(d) > eps**0.25 * jnp.max(d))
     G_safe = jnp.where(ok, G, jnp.eye(m, dtype=B.dtype))
     Lg = ops.cholesky(G_safe)
-    lam = ops.solve_lower_t(Lg, ops.solve_lower(Lg, e))
+    lam = ops.triangular(Lg).solve(e)
     return ops.matmul(B.T, lam), ok
 
 
@@ -193,7 +193,7 @@ def regularized_iterates(
     Gh = d[:, None] * G * d[None, :]
     m = B.shape[0]
     Lg = ops.cholesky(Gh + (tau * tau) * jnp.eye(m, dtype=B.dtype))
-    solve = lambda R: ops.solve_lower_t(Lg, ops.solve_lower(Lg, R))
+    solve = ops.triangular(Lg).solve
     y = solve(Eh)
     ys = [y]
     Z = ops.matmul(Bh.T, y)

@@ -126,7 +126,7 @@ def uk_terms(
     L = ops.cholesky(M)
     spd_ok = factored(L, M)
     if m == 0:
-        solve_M = lambda v: ops.solve_lower_t(L, ops.solve_lower(L, v))
+        solve_M = ops.triangular(L).solve
         a = solve_M(Q)
         zeros = jnp.zeros(n, M.dtype)
         Qc_ni = zeros if C is None else C

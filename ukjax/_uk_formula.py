@@ -60,16 +60,17 @@ def uk_formula(
     may be None (no force: a projection step), `C` None (ideal constraints)."""
     n = M.shape[0]
     L = ops.cholesky(M)
-    B = ops.solve_lower(L, A.T).T  # A L^{-T}, (m, n)
+    tri = ops.triangular(L)  # L's entries unpacked once for the solves below
+    B = tri.lower(A.T).T  # A L^{-T}, (m, n)
     if Q is None:
         a, e = jnp.zeros(n, M.dtype), b
     else:
-        a = ops.solve_lower_t(L, ops.solve_lower(L, Q))
+        a = tri.solve(Q)
         e = b - ops.matmul(A, a)
     if C is None:
         c_tilde, E = None, e[:, None]
     else:
-        c_tilde = ops.solve_lower(L, C)  # L^{-1} C
+        c_tilde = tri.lower(C)  # L^{-1} C
         E = jnp.stack([e, ops.matmul(B, c_tilde)], axis=1)
     Z, aux = pinv(B, E)
     z = Z[:, 0]  # B^+ (b - A a)
@@ -78,8 +79,8 @@ def uk_formula(
     else:
         assert C is not None
         w = Z[:, 1]
-        Qc_ni = C - ops.matmul(L, w)  # M (I - A_M^+ A) M^{-1} C = C - L B^+ B L^{-1} C
+        Qc_ni = C - tri.times(w)  # M (I - A_M^+ A) M^{-1} C = C - L B^+ B L^{-1} C
         y = z + c_tilde - w  # B^+ e + (I - B^+ B) L^{-1} C
-    Qc_i = ops.matmul(L, z)  # M A_M^+ (b - A a) = L B^+ (b - A a)
-    qdd = a + ops.solve_lower_t(L, y)
+    Qc_i = tri.times(z)  # M A_M^+ (b - A a) = L B^+ (b - A a)
+    qdd = a + tri.lower_t(y)
     return Solved(qdd, a, Qc_i, Qc_ni, B, z, e), Intermediates(L, E, c_tilde, aux)

@@ -81,8 +81,9 @@ def _solve(ops: DenseOps, tau: float, K: int, M, Q, A, b, C) -> tuple[Solved, _P
     Yc = [it.ys[0]]  # cumulative sums of the corrections
     for yk in it.ys[1:]:
         Yc.append(Yc[-1] + yk)
-    P = ops.solve_lower_t(L, out.B.T)  # M^{-1} A^T
-    c = None if inter.c_tilde is None else ops.solve_lower_t(L, inter.c_tilde)
+    tri = ops.triangular(L)
+    P = tri.lower_t(out.B.T)  # M^{-1} A^T
+    c = None if inter.c_tilde is None else tri.lower_t(inter.c_tilde)
     return out, _Primal(L, it.Lg, P, it.G, it.d, inter.E, Yc, Yc[-1], c)
 
 
@@ -120,7 +121,7 @@ def _regularized_uk_jvp(ops, tau, K, primals, tangents):
         dE = jnp.stack([de, mm(dA, p.c) + mm(p.P.T, dC - mm(dM, p.c))], axis=1)
     dEh = dd[:, None] * p.E + p.d[:, None] * dE
     # S dEh + dS Eh by Horner: T_p = H^{-1}(dEh - dH Yc_{K+1-p} + tau^2 T_{p+1})
-    solve_H = lambda R: ops.solve_lower_t(p.Lg, ops.solve_lower(p.Lg, R))
+    solve_H = ops.triangular(p.Lg).solve
     T = solve_H(dEh - mm(dGh, p.Yc[0]))  # p = K + 1, the innermost term
     for q in range(1, K + 1):  # p = K + 1 - q
         T = solve_H(dEh - mm(dGh, p.Yc[q]) + (tau * tau) * T)
@@ -137,7 +138,7 @@ def _regularized_uk_jvp(ops, tau, K, primals, tangents):
         dQc_ni = dC - mm(dA.T, lam_c) - mm(A.T, dlam_c)
     # da and dqdd: one solve with L for both columns
     R = jnp.stack([dQ - mm(dM, a), dQ + rhs_C + mm(dA.T, mu) + mm(A.T, dmu) - mm(dM, qdd)], axis=1)
-    X = ops.solve_lower_t(p.L, ops.solve_lower(p.L, R))
+    X = ops.triangular(p.L).solve(R)
     zeros_m, zeros_n = jnp.zeros_like(out.e), jnp.zeros_like(out.z)
     d_out = Solved(X[:, 1], X[:, 0], dQc_i, dQc_ni, jnp.zeros_like(out.B), zeros_n, zeros_m)
     return out, d_out
