@@ -123,16 +123,6 @@ def _rows_lower_t(Ls: list[list[jax.Array]], Xs: list[jax.Array]) -> list[jax.Ar
     return rows
 
 
-def _solve_lower_unrolled(L: jax.Array, X: jax.Array) -> jax.Array:
-    """$L^{-1}X$ for lower-triangular L (n, n) and X (n,) or (n, k)."""
-    return jnp.stack(_rows_lower(_entries(L), unpack(X)))
-
-
-def _solve_lower_t_unrolled(L: jax.Array, X: jax.Array) -> jax.Array:
-    """$L^{-T}X$ for lower-triangular L."""
-    return jnp.stack(_rows_lower_t(_entries(L), unpack(X)))
-
-
 class Triangular(NamedTuple):
     """The solves and products with one lower-triangular factor L that a UK solve uses
     several times (:meth:`DenseOps.triangular`): the unrolled kernels unpack L's entries
@@ -149,7 +139,7 @@ def _triangular_unrolled(L: jax.Array) -> Triangular:
         return Triangular(lambda X: X, lambda X: X, lambda X: X, lambda X: X)
     Ls = _entries(L)
 
-    def times(X):
+    def times(X):  # L's lower triangle only: its upper entries are zeros
         Xs = unpack(X)
         rows = []
         for i in range(len(Ls)):
@@ -232,8 +222,8 @@ LAPACK = DenseOps(
 
 UNROLLED = DenseOps(
     cholesky=_cholesky_unrolled,
-    solve_lower=_solve_lower_unrolled,
-    solve_lower_t=_solve_lower_t_unrolled,
+    solve_lower=lambda L, X: _triangular_unrolled(L).lower(X),
+    solve_lower_t=lambda L, X: _triangular_unrolled(L).lower_t(X),
     matmul=_matmul_unrolled,
     gram=_gram_unrolled,
     norm=norm_unrolled,
