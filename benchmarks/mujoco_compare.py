@@ -388,9 +388,8 @@ def main():
 
 def _variant(engine: str) -> str:
     """The chain variant a ukjax row measures, for the summary line."""
-    return {"angles": " (angles)", "angles, M": " (angles, closed-form M)"}.get(
-        engine.split("(defaults), ")[-1] if "(defaults), " in engine else "", ""
-    )
+    variant = engine.partition("(defaults), ")[2]  # "" for the Cartesian chain
+    return {"angles": " (angles)", "angles, M": " (angles, closed-form M)"}.get(variant, "")
 
 
 def scaling(rows) -> dict:

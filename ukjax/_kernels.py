@@ -202,18 +202,14 @@ class DenseOps(NamedTuple):
     """The dense operations the UK solve needs (all on single, unbatched operands)."""
 
     cholesky: Callable  # M -> lower L with M = L L^T (NaN entries when M is not SPD)
-    solve_lower: Callable  # (L, X) -> L^{-1} X
-    solve_lower_t: Callable  # (L, X) -> L^{-T} X
     matmul: Callable  # (A, X) -> A X, X of shape (k,) or (k, p)
     gram: Callable  # B -> B B^T
     norm: Callable  # X -> 2-norm of a vector, Frobenius norm of a matrix
-    triangular: Callable  # L -> Triangular: several solves and products with one factor
+    triangular: Callable  # L -> Triangular: the solves and products with a factor L
 
 
 LAPACK = DenseOps(
     cholesky=jnp.linalg.cholesky,
-    solve_lower=lambda L, X: jax.scipy.linalg.solve_triangular(L, X, lower=True),
-    solve_lower_t=lambda L, X: jax.scipy.linalg.solve_triangular(L, X, lower=True, trans=1),
     matmul=lambda A, X: A @ X,
     gram=lambda B: B @ B.T,
     norm=jnp.linalg.norm,
@@ -222,8 +218,6 @@ LAPACK = DenseOps(
 
 UNROLLED = DenseOps(
     cholesky=_cholesky_unrolled,
-    solve_lower=lambda L, X: _triangular_unrolled(L).lower(X),
-    solve_lower_t=lambda L, X: _triangular_unrolled(L).lower_t(X),
     matmul=_matmul_unrolled,
     gram=_gram_unrolled,
     norm=norm_unrolled,

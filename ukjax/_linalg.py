@@ -22,7 +22,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ._kernels import LAPACK, DenseOps
+from ._kernels import LAPACK, DenseOps, Triangular
 from ._precision import full_precision
 
 
@@ -177,7 +177,7 @@ class Iterates(NamedTuple):
     ys: list  # the corrections y_k = tau^(2k) H^-(k+1) D E, k = 0..K (m, k each)
     G: jax.Array  # B B^T (m, m), unscaled
     d: jax.Array  # the row scales diag(G)^(-1/2), 0 on zero rows (m,)
-    Lg: jax.Array  # Cholesky factor of H = D G D + tau^2 I
+    H: Triangular  # the solves with the Cholesky factor of H = D G D + tau^2 I
 
 
 def regularized_iterates(
@@ -193,7 +193,8 @@ def regularized_iterates(
     Gh = d[:, None] * G * d[None, :]
     m = B.shape[0]
     Lg = ops.cholesky(Gh + (tau * tau) * jnp.eye(m, dtype=B.dtype))
-    solve = ops.triangular(Lg).solve
+    H = ops.triangular(Lg)
+    solve = H.solve
     y = solve(Eh)
     ys = [y]
     Z = ops.matmul(Bh.T, y)
@@ -201,7 +202,7 @@ def regularized_iterates(
         y = solve(Eh - ops.matmul(Bh, Z))
         ys.append(y)
         Z = Z + ops.matmul(Bh.T, y)
-    return Iterates(Z, ys, G, d, Lg)
+    return Iterates(Z, ys, G, d, H)
 
 
 def weighted_pinv_solve(L: jax.Array, A: jax.Array, E: jax.Array) -> jax.Array:

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ._kernels import DenseOps
+from ._kernels import DenseOps, Triangular
 
 
 class Solved(NamedTuple):
@@ -47,7 +47,7 @@ class Solved(NamedTuple):
 class Intermediates(NamedTuple):
     """What a derivative rule may reuse from :func:`uk_formula`."""
 
-    L: jax.Array  # Cholesky factor of M
+    factor: Triangular  # the solves and products with M's Cholesky factor L
     E: jax.Array  # the right-hand sides of B Z = E (m, k)
     c_tilde: jax.Array | None  # L^{-1} C
     aux: Any  # what `pinv` returned beside Z
@@ -83,4 +83,4 @@ def uk_formula(
         y = z + c_tilde - w  # B^+ e + (I - B^+ B) L^{-1} C
     Qc_i = tri.times(z)  # M A_M^+ (b - A a) = L B^+ (b - A a)
     qdd = a + tri.lower_t(y)
-    return Solved(qdd, a, Qc_i, Qc_ni, B, z, e), Intermediates(L, E, c_tilde, aux)
+    return Solved(qdd, a, Qc_i, Qc_ni, B, z, e), Intermediates(tri, E, c_tilde, aux)

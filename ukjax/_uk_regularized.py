@@ -52,7 +52,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ._kernels import DenseOps
+from ._kernels import DenseOps, Triangular
 from ._linalg import regularized_iterates
 from ._uk_formula import Solved, uk_formula
 
@@ -60,8 +60,8 @@ from ._uk_formula import Solved, uk_formula
 class _Primal(NamedTuple):
     """What the tangent rule reuses from the forward solve."""
 
-    L: jax.Array  # Cholesky factor of M
-    Lg: jax.Array  # Cholesky factor of H = D G D + tau^2 I
+    L: Triangular  # the solves with M's Cholesky factor
+    H: Triangular  # the solves with the Cholesky factor of H = D G D + tau^2 I
     P: jax.Array  # M^{-1} A^T (n, m)
     G: jax.Array  # B B^T (m, m)
     d: jax.Array  # row scales (m,)
@@ -77,14 +77,14 @@ def _solve(ops: DenseOps, tau: float, K: int, M, Q, A, b, C) -> tuple[Solved, _P
         return it.Z, it
 
     out, inter = uk_formula(ops, M, Q, A, b, C, pinv)
-    L, it = inter.L, inter.aux
+    it = inter.aux
     Yc = [it.ys[0]]  # cumulative sums of the corrections
     for yk in it.ys[1:]:
         Yc.append(Yc[-1] + yk)
-    tri = ops.triangular(L)
+    tri = inter.factor
     P = tri.lower_t(out.B.T)  # M^{-1} A^T
     c = None if inter.c_tilde is None else tri.lower_t(inter.c_tilde)
-    return out, _Primal(L, it.Lg, P, it.G, it.d, inter.E, Yc, Yc[-1], c)
+    return out, _Primal(tri, it.H, P, it.G, it.d, inter.E, Yc, Yc[-1], c)
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(0, 1, 2))
@@ -121,7 +121,7 @@ def _regularized_uk_jvp(ops, tau, K, primals, tangents):
         dE = jnp.stack([de, mm(dA, p.c) + mm(p.P.T, dC - mm(dM, p.c))], axis=1)
     dEh = dd[:, None] * p.E + p.d[:, None] * dE
     # S dEh + dS Eh by Horner: T_p = H^{-1}(dEh - dH Yc_{K+1-p} + tau^2 T_{p+1})
-    solve_H = ops.triangular(p.Lg).solve
+    solve_H = p.H.solve
     T = solve_H(dEh - mm(dGh, p.Yc[0]))  # p = K + 1, the innermost term
     for q in range(1, K + 1):  # p = K + 1 - q
         T = solve_H(dEh - mm(dGh, p.Yc[q]) + (tau * tau) * T)
@@ -138,7 +138,7 @@ def _regularized_uk_jvp(ops, tau, K, primals, tangents):
         dQc_ni = dC - mm(dA.T, lam_c) - mm(A.T, dlam_c)
     # da and dqdd: one solve with L for both columns
     R = jnp.stack([dQ - mm(dM, a), dQ + rhs_C + mm(dA.T, mu) + mm(A.T, dmu) - mm(dM, qdd)], axis=1)
-    X = ops.triangular(p.L).solve(R)
+    X = p.L.solve(R)
     zeros_m, zeros_n = jnp.zeros_like(out.e), jnp.zeros_like(out.z)
     d_out = Solved(X[:, 1], X[:, 0], dQc_i, dQc_ni, jnp.zeros_like(out.B), zeros_n, zeros_m)
     return out, d_out
