@@ -1,5 +1,7 @@
 """Compiled-program hygiene: reduction-free unrolled kernels and ukjax's own XLA options."""
 
+import inspect
+
 import diffrax
 import jax
 import jax.extend
@@ -163,3 +165,63 @@ def test_simulate_controls_the_error_with_the_reduction_free_norm():
     assert c.norm is error_norm and (c.rtol, c.atol) == (1e-9, 1e-10)
     mine = diffrax.PIDController(rtol=1e-6, atol=1e-6)
     assert _controller(mine, None, None, None, jnp.float64) is mine
+
+
+class _Counted(ukjax.System):
+    """A pendulum in Cartesian coordinates whose mass matrix and constraint count their
+    traces (a Python side effect runs once per trace, never when a compiled program runs)."""
+
+    mass: float = 1.0
+    length: float = 1.0
+    links: int = 1  # an int field: static, part of the program
+
+    def mass_matrix(self, t, q):
+        _TRACES.append(t)
+        return self.mass * jnp.eye(2 * self.links)
+
+    def forces(self, t, q, qd):
+        return jnp.array([0.0, -9.81 * self.mass])
+
+    def holonomic(self, t, q):
+        _TRACES.append(t)
+        return jnp.array([q @ q - self.length**2])
+
+
+_TRACES: list = []  # noqa: RUF012 - a test's own trace counter
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        ukjax.mass_and_force,
+        ukjax.energy,
+        ukjax.constraint_matrices,
+        ukjax.project_initial_conditions,
+    ],
+    ids=lambda f: f.__name__,
+)
+def test_an_eager_call_is_one_program_compiled_once(fn):
+    """Called at the prompt, a per-state function is traced once and reused for another
+    time and other float parameters (each JAX operation compiled on its own before, and
+    the projection traced its loops again at every call); inside a user's trace it is
+    inlined (the jaxpr of the undecorated function: no nested program) and gives the same
+    numbers."""
+    q, qd = jnp.array([0.6, -0.8]), jnp.array([0.8, 0.6])
+    _TRACES.clear()
+    first = fn(_Counted(), 0.0, q, qd)
+    traces = len(_TRACES)
+    assert traces >= 1
+    again = fn(_Counted(mass=2.0, length=1.0), 0.5, q, qd)  # new time, new mass: same program
+    assert len(_TRACES) == traces
+    fn(_Counted(), 1, q, qd)  # a Python int time is passed as a float array
+    assert len(_TRACES) == traces
+    system = _Counted(mass=2.0)
+    undecorated = inspect.unwrap(fn)  # below full_precision and eager_jit
+    with jax.default_matmul_precision("highest"):
+        expect = jax.make_jaxpr(lambda t, q, qd: undecorated(system, t, q, qd))(0.5, q, qd)
+    traced = jax.make_jaxpr(lambda t, q, qd: fn(system, t, q, qd))(0.5, q, qd)
+    assert str(traced) == str(expect)
+    inline = jax.jit(lambda t, q, qd: fn(system, t, q, qd))(0.5, q, qd)
+    for a, b in zip(jax.tree.leaves(again), jax.tree.leaves(inline)):
+        np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-15)
+    assert jax.tree.structure(first) == jax.tree.structure(again)

@@ -24,6 +24,7 @@ from ._residuals import as_rows, has_holonomic, has_nonholonomic, phi, phi_secon
 from ._stabilization import AbstractStabilization, NoStabilization, check_stabilization
 from ._structure import Structure, entries_of
 from ._system import System, as_time, check_state
+from ._xla import eager_jit
 
 
 def _add(b, feedback):
@@ -144,6 +145,7 @@ def structured_rows(
 
 
 @full_precision
+@eager_jit
 def constraint_matrices(
     system: System,
     t: ArrayLike,

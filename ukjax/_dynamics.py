@@ -18,6 +18,7 @@ from ._structured_uk import structured_solve
 from ._system import System, as_time, check_state, floatify, overrides
 from ._uk import Failures, UKTerms, check_terms, failures, uk_terms
 from ._uk_solvers import AbstractUKSolver, Regularized, check_uk_solver
+from ._xla import eager_jit
 
 
 def _vector(value, name, system, q):
@@ -80,6 +81,7 @@ def mass_matrix(system: System, t, q, qd):
 
 
 @full_precision
+@eager_jit
 def mass_and_force(system: System, t, q, qd):
     r"""The unconstrained model: mass matrix $M$ (n, n) and generalized force $Q$ (n,).
 
@@ -366,6 +368,7 @@ def _acceleration(system, t, q, qd, uk_solver, check, consistency_tol, stabiliza
 
 
 @full_precision
+@eager_jit
 def kinetic_energy(system: System, t, q, qd) -> jax.Array:
     r"""$T$ from the system's `kinetic_energy`, else $\tfrac12\dot q^TM\dot q$.
 
@@ -385,6 +388,7 @@ def kinetic_energy(system: System, t, q, qd) -> jax.Array:
 
 
 @full_precision
+@eager_jit
 def energy(system: System, t, q, qd) -> jax.Array:
     r"""Mechanical energy $T + V$ (V = 0 when the system defines no potential).
 

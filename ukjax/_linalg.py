@@ -24,6 +24,7 @@ import jax.numpy as jnp
 
 from ._kernels import LAPACK, DenseOps, Triangular
 from ._precision import full_precision
+from ._xla import eager_jit
 
 
 def default_rcond(shape: tuple[int, ...], dtype) -> float:
@@ -213,6 +214,7 @@ def weighted_pinv_solve(L: jax.Array, A: jax.Array, E: jax.Array) -> jax.Array:
 
 
 @full_precision
+@eager_jit
 def weighted_pinv(A: jax.Array, M: jax.Array | None = None) -> jax.Array:
     r"""The $M$-weighted Moore-Penrose inverse $A_M^+ = M^{-1/2}(AM^{-1/2})^+$ (Udwadia 2004).
 

@@ -43,6 +43,7 @@ from ._system import System, as_time, check_state
 from ._uk import complete_where_singular
 from ._uk_solvers import Regularized
 from ._wrapped import ForwardingSolver
+from ._xla import eager_jit
 
 
 def _mass_metric_step(ops: DenseOps, M, J, r, semidefinite: bool = False):
@@ -270,6 +271,7 @@ def _near_jvp(primals, tangents, *, iterations, kernels):
 
 
 @full_precision
+@eager_jit
 def project_initial_conditions(
     system: System,
     t0: ArrayLike,

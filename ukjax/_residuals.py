@@ -16,6 +16,7 @@ from jaxtyping import ArrayLike, Float
 from ._precision import full_precision
 from ._rewrite import rewritten
 from ._system import System, as_time, check_state
+from ._xla import eager_jit
 
 
 def check_precision(value, name: str, system: System, dtype) -> jax.Array:
@@ -151,6 +152,7 @@ def residuals(system: System, t, q, qd) -> ConstraintResiduals:
 
 
 @full_precision
+@eager_jit
 def constraint_residuals(
     system: System, t: ArrayLike, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"]
 ) -> ConstraintResiduals:

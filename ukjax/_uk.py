@@ -48,6 +48,7 @@ from ._errors import print_each
 from ._precision import full_precision
 from ._results import RESULTS, first_failure, message
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
+from ._xla import eager_jit
 
 
 class UKTerms(NamedTuple):
@@ -98,6 +99,7 @@ def _validate(M, Q, A, b, C) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array
 
 
 @full_precision
+@eager_jit
 def uk_terms(
     M, Q, A, b, C=None, *, uk_solver: AbstractUKSolver | None = None, semidefinite: bool = False
 ) -> UKTerms:

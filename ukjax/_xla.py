@@ -129,6 +129,48 @@ class _Jit:
             return self._plain(*args, **kwargs)  # inside a trace that closes over values
 
 
+class _Eager(_Jit):
+    """`fn` inline in the caller's trace, and one compiled program when called with
+    concrete values (see :func:`eager_jit`)."""
+
+    def __call__(self, *args, **kwargs):
+        if not is_concrete(args, kwargs):
+            return self._fn(*args, **kwargs)
+        return super().__call__(*(_traced_numbers(a) for a in args), **kwargs)
+
+
+def _traced_numbers(arg):
+    """A positional argument with its Python floats as arrays (a system's float fields
+    too, as `simulate` treats them: a new parameter value or time is no new program); a
+    Python int passed as the argument itself (a time `t = 0`) as a float array; ints
+    inside it (a field giving a number of links) stay static."""
+    if isinstance(arg, int) and not isinstance(arg, bool):
+        return jax.numpy.asarray(float(arg))
+    return jax.tree_util.tree_map(
+        lambda x: jax.numpy.asarray(x) if isinstance(x, (float, complex)) else x, arg
+    )
+
+
+def eager_jit(fn: Callable) -> Callable:
+    """`fn` for a call at the prompt: with concrete arguments it runs as one program
+    compiled with `compiler_options(batched=False)` and reused for the same shapes (the
+    Python floats of the positional arguments, a system's float fields among them, and a
+    time `t` given as a Python number are passed as float arrays, so a new value is no
+    new program; ints inside an argument stay static); inside a trace (`jax.jit`,
+    `vmap`, `grad`, ukjax's own programs) it is inlined as if undecorated, so traced
+    programs are unchanged. Without it each JAX operation of an eager call is compiled on
+    its own: seconds at the first call and a dispatch per operation after it (the
+    projection's loops were traced and compiled again at every call).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> double = eager_jit(lambda x, t: 2 * x + t)
+        >>> double(jnp.ones(2), 1.0).tolist()
+        [3.0, 3.0]
+    """
+    return _Eager(fn, batched=False)
+
+
 def _filter_jit(fn: Callable, options: dict[str, Any]) -> Callable:
     if not options:
         return eqx.filter_jit(fn)
