@@ -12,6 +12,7 @@ from ._precision import full_precision
 from ._residuals import max_abs, residuals
 from ._stabilization import AbstractStabilization, check_stabilization
 from ._system import System, floatify
+from ._xla import jit
 
 
 class Diagnostics(eqx.Module):
@@ -118,7 +119,7 @@ def diagnostics(
     return _diagnostics(floatify(system), solution.ts, solution.q, solution.qd, stabilization)
 
 
-@eqx.filter_jit
+@jit(batched=False)
 def _diagnostics(system, ts, qs, qds, stabilization):
     def one(t, q, qd):
         res = residuals(system, t, q, qd)

@@ -18,7 +18,7 @@ from ._structured_uk import structured_solve
 from ._system import System, as_time, check_state, floatify, overrides
 from ._uk import Failures, UKTerms, check_terms, failures, uk_terms
 from ._uk_solvers import AbstractUKSolver, Regularized, check_uk_solver
-from ._xla import eager_jit
+from ._xla import eager_jit, jit
 
 
 def _vector(value, name, system, q):
@@ -361,7 +361,7 @@ def acceleration(
     )
 
 
-@eqx.filter_jit
+@jit(batched=False)
 def _acceleration(system, t, q, qd, uk_solver, check, consistency_tol, stabilization):
     ev = evaluate(system, t, q, qd, stabilization, uk_solver)
     return ev.checked_qdd(consistency_tol) if check else ev.terms.qdd

@@ -52,6 +52,7 @@ from ._system import System, as_time, check_state, floatify
 from ._uk import Failures
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
 from ._wrapped import probe_failures
+from ._xla import jit
 
 
 class ContactState(eqx.Module):
@@ -381,7 +382,7 @@ def _heading(field: Field, t, q, qd, engaged, sliding) -> jax.Array:
     return jnp.where((sliding != 0)[:, None], unit(vt, 0.0), 0.0)
 
 
-@eqx.filter_jit
+@jit(batched=False)
 def _evaluate_mode(field: Field, t, q, qd, mode: Mode):
     fe = field.evaluate(t, (q, qd), mode)
     assert fe.cs is not None

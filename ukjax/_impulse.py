@@ -26,6 +26,7 @@ from ._precision import full_precision
 from ._residuals import velocity_level
 from ._system import System, as_time, check_state, floatify
 from ._uk_solvers import Regularized
+from ._xla import jit
 
 
 def velocity_rows(system: System, t, q, qd) -> tuple[jax.Array, jax.Array]:
@@ -87,7 +88,7 @@ def apply_impulse(
     return _apply(floatify(system), as_time(t, q_.dtype), q_, qd_, impulse)
 
 
-@eqx.filter_jit
+@jit(batched=False)
 def _apply(system, t, q, qd, impulse):
     return impulse_jump(system, t, q, qd, impulse)
 

@@ -22,6 +22,7 @@ from ._residuals import ConstraintResiduals, default_ic_tol, residuals
 from ._results import RESULTS, first_failure, message
 from ._stabilization import AbstractStabilization, NoStabilization
 from ._system import System
+from ._xla import jit
 
 
 class InitialCheck(NamedTuple):
@@ -163,7 +164,7 @@ class ProjectInitial(AbstractInitialConditions):
         return q, qd, InitialCheck(code, check.values)
 
 
-@eqx.filter_jit
+@jit(batched=False)
 def _residuals_jit(system, t0, q0, qd0):
     """The residuals, their largest absolute value and the worst of each level, in one
     program (as eager operations each would be compiled on its own)."""

@@ -47,6 +47,7 @@ from ._stabilization import Baumgarte
 from ._system import System, as_time, check_state, floatify, overrides
 from ._uk import relative_residual
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
+from ._xla import jit
 
 
 class Servo(eqx.Module):
@@ -333,7 +334,7 @@ def controls(
     return _controls(floatify(controlled), as_time(t, q_.dtype), q_, qd_)
 
 
-@eqx.filter_jit
+@jit(batched=False)
 def _controls(controlled, t, q, qd):
     return controlled.realisation(t, q, qd).tau
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -48,7 +47,7 @@ from ._errors import print_each
 from ._precision import full_precision
 from ._results import RESULTS, first_failure, message
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
-from ._xla import eager_jit
+from ._xla import eager_jit, jit
 
 
 class UKTerms(NamedTuple):
@@ -430,7 +429,7 @@ def udwadia_kalaba(
     return _udwadia_kalaba(*args, check_uk_solver(uk_solver), check, consistency_tol)
 
 
-@eqx.filter_jit
+@jit(batched=False)
 def _udwadia_kalaba(M, Q, A, b, C, uk_solver, check, consistency_tol):
     terms = uk_terms(M, Q, A, b, C, uk_solver=uk_solver)
     if not check:
@@ -470,7 +469,7 @@ def constraint_forces(
     return _constraint_forces(*args, check_uk_solver(uk_solver), check)
 
 
-@eqx.filter_jit
+@jit(batched=False)
 def _constraint_forces(M, Q, A, b, C, uk_solver, check):
     terms = uk_terms(M, Q, A, b, C, uk_solver=uk_solver)
     if check:
