@@ -47,7 +47,7 @@ from ._stabilization import Baumgarte
 from ._system import System, as_time, check_state, floatify, overrides
 from ._uk import relative_residual
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
-from ._xla import jit
+from ._xla import eager_jit, jit
 
 
 class Servo(eqx.Module):
@@ -376,6 +376,7 @@ class ServoHistory(NamedTuple):
 
 
 @full_precision
+@eager_jit
 def servo_history(controlled: ServoControlled, solution) -> ServoHistory:
     r"""Along a :class:`ukjax.Solution`: the inputs $\tau(t)$ (T, k) and the servo-constraint
     values $\sigma(t)$ (T, m_s) (holonomic values, then nonholonomic), as a
