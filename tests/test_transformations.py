@@ -6,6 +6,7 @@ closed-form motion of a pendulum at small amplitude is not exact, so the checks 
 the transformation orders with one another and with finite differences of the forward
 solve."""
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -127,3 +128,22 @@ def test_second_derivatives_agree_in_every_order():
     for name, value in got.items():
         np.testing.assert_allclose(value, got["hessian"], rtol=1e-9, err_msg=name)
     np.testing.assert_allclose(got["hessian"], want, rtol=1e-5)
+
+
+@pytest.mark.slow  # second derivatives: CI's slow tier (the full orders: extended)
+def test_reverse_over_forward_of_a_short_run():
+    """jax.jacrev of jax.jacfwd through a short fixed-step run (RK4, four steps) equals
+    central differences of the first derivative. It failed in JAX's
+    transpose rule of the replay's `lax.custom_linear_solve` (a constant block in the
+    right-hand side of the differentiated solve) until the matrix's identity block was
+    written as depending on the recorded run."""
+    ts = jnp.linspace(0.0, 0.2, 3)
+    rk4 = dict(solver=ukjax.RK4(), dt0=0.05, stepsize_controller=diffrax.ConstantStepSize())
+
+    def short(g):
+        sol = ukjax.simulate(Pendulum(g=g), Q0, jnp.zeros(2), ts, **rk4)
+        return sol.q[-1, 0] + 0.5 * sol.qd[1, 1]
+
+    g = 9.81
+    rof = float(jax.jacrev(jax.jacfwd(short))(g))
+    np.testing.assert_allclose(rof, central(jax.jit(jax.grad(short)), g, h=1e-4), rtol=1e-6)

@@ -415,6 +415,15 @@ class _LinearTangent(eqx.Module):
         keep = lambda t, y: None if t is None else y  # only the tangents given
         return d_bar, jtu.tree_map(keep, inputs[1], y_bar, is_leaf=_is_none)
 
+    def _nil(self):
+        """Zero, as a function of every float leaf of the recorded run (a select that
+        never takes them: no 0 * inf)."""
+        leaves = [x for x in jtu.tree_leaves(self.sweep) if eqx.is_inexact_array(x)]
+        picks = [
+            jnp.where(False, jnp.ravel(x)[0], 0).astype(leaves[0].dtype) for x in leaves if x.size
+        ]
+        return sum(picks, jnp.zeros((), leaves[0].dtype))
+
     def apply(self, inputs):
         r"""$L\,\dot u$ for the input tangents `inputs` (no leaf None in them all)."""
         # the second block of b: zeros, written as a linear function of the inputs so that
@@ -423,7 +432,15 @@ class _LinearTangent(eqx.Module):
         b = (inputs, jtu.tree_map(lambda x: jnp.zeros_like(x) + zero.astype(x.dtype), self.like))
         add = lambda a, c: jtu.tree_map(jnp.add, a, c)
         sub = lambda a, c: jtu.tree_map(jnp.subtract, a, c)
-        matvec = lambda x: (x[0], sub(x[1], self.forward(x[0])))
+        # the first block of the matrix, I, written as depending on the recorded run: under
+        # a derivative of this tangent (reverse over forward) JAX differentiates the matrix
+        # with respect to the run, and transposes the solve only if every block of that
+        # right-hand side is a tangent (a constant zero block fails its transpose rule)
+        nil = self._nil()
+        matvec = lambda x: (
+            jtu.tree_map(lambda v: v + nil.astype(v.dtype), x[0]),
+            sub(x[1], self.forward(x[0])),
+        )
         solve = lambda _, b: (b[0], add(b[1], self.forward(b[0])))
         transpose = lambda _, c: (add(c[0], self.transpose(c[1], inputs)), c[1])
         return lax.custom_linear_solve(matvec, b, solve, transpose)[1]
