@@ -9,6 +9,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import ArrayLike
 
+from ._xla import floats_as_arrays
+
 
 _T = TypeVar("_T")
 
@@ -212,7 +214,4 @@ def check_state(q, qd, system: System | None = None):
 def floatify(system: _T) -> _T:
     """Turn Python float fields into arrays, so that they are traced (not static) and
     changing a parameter value does not trigger recompilation."""
-    return jax.tree_util.tree_map(
-        lambda x: jnp.asarray(x) if isinstance(x, float) and not isinstance(x, bool) else x,
-        system,
-    )
+    return floats_as_arrays(system)

@@ -139,16 +139,22 @@ class _Eager(_Jit):
         return super().__call__(*(_traced_numbers(a) for a in args), **kwargs)
 
 
+def floats_as_arrays(tree):
+    """The Python floats of `tree` (a system's float fields, say) as arrays, so that they
+    are traced, not static: a new value is no new program. Ints stay static."""
+    return jax.tree_util.tree_map(
+        lambda x: jax.numpy.asarray(x) if isinstance(x, float) else x, tree
+    )
+
+
 def _traced_numbers(arg):
-    """A positional argument with its Python floats as arrays (a system's float fields
-    too, as `simulate` treats them: a new parameter value or time is no new program); a
-    Python int passed as the argument itself (a time `t = 0`) as a float array; ints
-    inside it (a field giving a number of links) stay static."""
+    """A positional argument with its Python floats as arrays (:func:`floats_as_arrays`,
+    as `simulate` treats a system); a Python int passed as the argument itself (a time
+    `t = 0`) as a float array; ints inside it (a field giving a number of links) stay
+    static."""
     if isinstance(arg, int) and not isinstance(arg, bool):
         return jax.numpy.asarray(float(arg))
-    return jax.tree_util.tree_map(
-        lambda x: jax.numpy.asarray(x) if isinstance(x, (float, complex)) else x, arg
-    )
+    return floats_as_arrays(arg)
 
 
 def eager_jit(fn: Callable) -> Callable:
