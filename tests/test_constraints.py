@@ -123,6 +123,29 @@ def test_stacking_order_and_raw_rows(rng):
     np.testing.assert_allclose(b, [0, qd[2] * qd[0], 0.5], atol=1e-15)
 
 
+def test_constant_raw_rows_may_be_written_with_integers():
+    """`acceleration_constraint` rows are used as given (never differentiated), so a
+    user's `jnp.array([[1, 1]])`, `jnp.array([1])` means x'' + y'' = 1: with m = 2 and no
+    force the minimum-M-norm acceleration is (1/2, 1/2), x = y = t^2/4. (An integer
+    holonomic constraint is still refused: it would have zero derivative,
+    tests/test_error_model.py.)"""
+
+    class Raw(ukjax.System):
+        m: int = 2
+
+        def kinetic_energy(self, t, q, qd):
+            return 0.5 * self.m * qd @ qd
+
+        def acceleration_constraint(self, t, q, qd):
+            return jnp.array([[1, 1]]), jnp.array([1])
+
+    A, b = ukjax.constraint_matrices(Raw(), 0.0, jnp.zeros(2), jnp.zeros(2))
+    assert A.dtype == b.dtype == jnp.float64
+    ts = jnp.array([0.0, 1.0, 2.0])
+    sol = ukjax.simulate(Raw(), [0, 0], [0, 0], ts)
+    np.testing.assert_allclose(sol.q, 0.25 * np.asarray(ts)[:, None] ** 2 * np.ones(2), atol=1e-12)
+
+
 class PolarParticle(ukjax.System):
     """T = m/2 (rd^2 + r^2 thd^2 + h(t) thd) with an explicit time dependence."""
 

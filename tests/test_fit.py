@@ -119,6 +119,30 @@ def test_positive_parameters_stay_positive():
     assert raw.losses[-1] < 1e-2 * raw.losses[0]
 
 
+def test_fields_written_as_integers_are_fitted_as_floats():
+    """A user writes `g: int = 10`; fitting g starts from 10.0 and moves it off the
+    integers (to the minimum at 9.81, with and without the log-parametrisation). A bool
+    field still cannot be fitted."""
+
+    class Toy(ukjax.System):
+        g: int = 10
+        steps: int = 3  # not fitted: stays an int
+        on: bool = True
+
+        def mass_matrix(self, t, q):
+            return jnp.eye(1)
+
+    loss = lambda s: (s.g - 9.81) ** 2 * s.steps
+    for positive in (True, False):
+        res = ukjax.fit(Toy(), loss, params=["g"], positive=positive, progress=False)
+        assert res.converged, res.message
+        np.testing.assert_allclose(float(res.system.g), 9.81, rtol=1e-8)
+        assert jnp.asarray(res.system.g).dtype == jnp.float64
+        assert res.system.steps == 3 and isinstance(res.system.steps, int)
+    with pytest.raises(ValueError, match="'on' is not a floating-point value"):
+        ukjax.fit(Toy(), lambda s: s.g * 1.0, params=["on"], progress=False)
+
+
 def test_fit_argument_errors():
     _, data = _pendulum_data(batch=False)
     pend = CartesianPendulum()

@@ -80,6 +80,9 @@ def raw_rows(system: System, t, q, qd):
             f"{type(system).__name__}.acceleration_constraint must return a pair (A, b)."
         ) from None
     A = jnp.asarray(A, q.dtype)
+    b = jnp.asarray(b)
+    if not jnp.issubdtype(b.dtype, jnp.inexact):  # constant rows: used as given, never
+        b = b.astype(q.dtype)  # differentiated, so an integer b means what it says
     b = as_rows(b, "acceleration_constraint (b)", system, q.dtype)
     if A.ndim == 1:
         A = A[None, :]

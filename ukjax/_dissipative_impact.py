@@ -43,8 +43,8 @@ along x: it keeps sliding, at 1.5 - 0.5 = 1 m/s, after the normal impulse 1):
     >>> v = jnp.array([1.5, 0.0, -1.0]); G = jnp.array([[0.0, 0.0, 1.0]])
     >>> T = jnp.eye(3)[None, :2]  # tangent rows x, y: a 3-D cone
     >>> fs = FrictionState(T, T @ v, jnp.zeros((1, 2)), jnp.array([0.5]), jnp.array([0.5]))
-    >>> out = dissipative_impact(RowSolve(jnp.eye(3), Regularized()), jnp.zeros((0, 3)),
-    ...                          jnp.zeros(0), v, G, G @ v, fs, jnp.array([True]), jnp.zeros(1))
+    >>> out = jax.jit(dissipative_impact)(RowSolve(jnp.eye(3), Regularized()), jnp.zeros((0, 3)),
+    ...     jnp.zeros(0), v, G, G @ v, fs, jnp.array([True]), jnp.zeros(1))
     >>> [round(float(x), 12) for x in out.qd], round(float(out.normal[0]), 12)
     ([1.0, 0.0, 0.0], 1.0)
 """

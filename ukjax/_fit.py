@@ -222,6 +222,8 @@ def _reparametrisation(system, params, positive) -> _Reparametrisation:
     for n in names:
         if not hasattr(system, n):
             raise ValueError(f"{type(system).__name__} has no field {n!r} to fit.")
+    system = _integers_as_floats(system, names)
+    for n in names:
         if not eqx.is_inexact_array_like(getattr(system, n)):
             raise ValueError(f"Field {n!r} is not a floating-point value; it cannot be fitted.")
     pos = set(names) if positive is True else set() if positive is False else set(positive)
@@ -233,6 +235,26 @@ def _reparametrisation(system, params, positive) -> _Reparametrisation:
         if not bool(jnp.all(jnp.asarray(getattr(system, n)) > 0)):
             raise ValueError(f"{n!r} is declared positive but its initial value is not > 0.")
     return _Reparametrisation(system, names, frozenset(pos))
+
+
+def _is_integer(x) -> bool:
+    if isinstance(x, bool):
+        return False
+    if isinstance(x, int):
+        return True
+    dtype = getattr(x, "dtype", None)
+    return dtype is not None and jnp.issubdtype(dtype, jnp.integer)
+
+
+def _integers_as_floats(system, names):
+    """The fitted fields a user wrote as integers (`g: int = 10`) as floating-point
+    values (JAX's default float dtype): their fitted values are not integers."""
+    ints = [n for n in names if _is_integer(getattr(system, n))]
+    if not ints:
+        return system
+    where = lambda s: [getattr(s, n) for n in ints]
+    floats = [jnp.asarray(getattr(system, n), jnp.result_type(float)) for n in ints]
+    return eqx.tree_at(where, system, floats)
 
 
 def _strongly_typed(tree):
@@ -309,7 +331,8 @@ def fit(
     - `loss`: a function `system -> scalar`, or a :class:`TrajectoryData` (then
       :func:`trajectory_loss` is used, with `simulate_kwargs`).
     - `params`: names of the fields to fit (scalars or arrays); every other field is held
-      fixed (this is the filter spec).
+      fixed (this is the filter spec). A field written as an integer (`g: int = 10`) is
+      fitted as a float from that value; a bool field cannot be fitted.
     - `positive`: `True` (all fitted fields are positive, the default for physical
       parameters), `False`, or the names of the positive ones. Positive fields are
       optimised as $\log\theta$, which also makes the steps relative (parameters of

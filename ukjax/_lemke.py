@@ -28,9 +28,9 @@ the solution's derivative is exact away from the points where the basis changes.
 
 Example (the minimum of $\tfrac12 z^2 - z$ over $z \ge 0$, and a second variable held
 at 0 by a positive rate):
-    >>> import jax.numpy as jnp
+    >>> import jax, jax.numpy as jnp
     >>> M = jnp.array([[1.0, 0.0], [0.0, 1.0]]); q = jnp.array([-1.0, 2.0])
-    >>> sol = lemke(M, q)
+    >>> sol = jax.jit(lemke)(M, q)
     >>> [float(v) for v in sol.z], [float(v) for v in sol.w], bool(sol.solved)
     ([1.0, 0.0], [0.0, 2.0], True)
 """

@@ -122,10 +122,10 @@ def row_multipliers(
     the same kernels as the UK solve.
 
     Example:
-        >>> import jax.numpy as jnp
+        >>> import jax, jax.numpy as jnp
         >>> A = jnp.array([[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 2.0, 2.0], [0.0, 2.0, 2.0]])
         >>> F = A.T @ jnp.array([3.0, 5.0, -1.0, -1.0])   # a zero row, a repeated row
-        >>> [round(float(x), 12) for x in row_multipliers(A, F)]
+        >>> [round(float(x), 12) for x in jax.jit(row_multipliers)(A, F)]
         [3.0, 0.0, -1.0, -1.0]
     """
     vector = F.ndim == 1
@@ -281,7 +281,7 @@ def small_solve(A: jax.Array, b: jax.Array) -> jax.Array:
         >>> jax.config.update("jax_enable_x64", True)
         >>> from ukjax._linalg import small_solve
         >>> A = jnp.array([[0.0, 2.0], [1.0, 1.0]])  # needs a row exchange
-        >>> small_solve(A, jnp.array([2.0, 3.0])).tolist()
+        >>> jax.jit(small_solve)(A, jnp.array([2.0, 3.0])).tolist()
         [2.0, 1.0]
     """
     k = A.shape[0]

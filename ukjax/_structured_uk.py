@@ -47,7 +47,7 @@ shared equally whatever $m$, so $\partial\ddot x_2/\partial m = 0$):
     >>> A, b = jnp.array([-1.0, 1.0]), jnp.array([-1.0])  # A's entries at (0, 0), (0, 2)
     >>> x2dd = lambda m: structured_solve(s, m * jnp.ones(4), jnp.zeros(4), A, b, None,
     ...                                   1e-5, 3).qdd[2]
-    >>> round(float(x2dd(2.0)), 12), abs(float(jax.grad(x2dd)(2.0))) < 1e-12
+    >>> round(float(jax.jit(x2dd)(2.0)), 12), abs(float(jax.jit(jax.grad(x2dd))(2.0))) < 1e-12
     (-0.5, True)
 """
 
