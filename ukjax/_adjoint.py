@@ -358,6 +358,11 @@ def _ys_tangent(sweep: _Sweep, t_diff, t_y0, like, stack: bool):
     return t_saves, stacked
 
 
+# The linear map's system matrix and its solve both run the sweep (`_LinearTangent`), and JAX
+# transposes the matrix at trace time: one trace of the sweep, called twice.
+_ys_tangent_once = eqx.filter_jit(_ys_tangent)
+
+
 def _with_ys(sol, t_ys):
     """A tangent of the diffrax solution `sol`: `t_ys` for its `ys`, None (zero) for
     everything else."""
@@ -403,7 +408,7 @@ class _LinearTangent(eqx.Module):
     def forward(self, inputs):
         t_diff, t_y0 = inputs
         t_y0 = _cotangent(t_y0, self.sweep.y0)  # symbolic zeros (None) as zero arrays
-        return _ys_tangent(self.sweep, t_diff, t_y0, self.like, False)[0]
+        return _ys_tangent_once(self.sweep, t_diff, t_y0, self.like, False)[0]
 
     def transpose(self, c_ys, inputs):
         sweep = self.sweep
