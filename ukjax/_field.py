@@ -52,7 +52,7 @@ from ._system import System, as_time, check_state, floatify
 from ._uk import Failures
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
 from ._wrapped import probe_failures
-from ._xla import jit
+from ._xla import jit, traced_once
 
 
 class ContactState(eqx.Module):
@@ -71,6 +71,7 @@ def gap_function(system: System, dtype):
     return lambda t_, q_: as_rows(g(t_, q_), "unilateral", system, dtype)
 
 
+@traced_once  # the event code asks for it again and again at one state
 def contact_state(system: System, t, q, qd) -> ContactState:
     if system.unilateral(t, q) is None:  # impulses only
         empty = jnp.zeros((0,), q.dtype)

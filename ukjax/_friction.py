@@ -71,6 +71,7 @@ from ._kernels import AbstractKernels
 from ._linalg import pinv_solve, row_multipliers, small_solve
 from ._system import System, overrides
 from ._uk import UKTerms
+from ._xla import traced_once
 
 
 def sgn(x) -> jax.Array:
@@ -559,6 +560,7 @@ def _rows(system: System, t, q, k: int):
     return T, coefficient(mu_s, "mu_static"), coefficient(mu_k, "mu_kinetic")
 
 
+@traced_once  # the event code asks for it again and again at one state
 def friction_state(system: System, t, q, qd, k: int) -> FrictionState:
     r"""$T$, $v = T\dot q$, $\dot T\dot q$ (by a `jvp` along $(1, \dot q)$) and $\mu_s, \mu_k$."""
 

@@ -139,6 +139,30 @@ class _Eager(_Jit):
         return super().__call__(*(_traced_numbers(a) for a in args), **kwargs)
 
 
+def traced_once(fn: Callable) -> Callable:
+    """`fn` traced once per program for the same argument shapes and static values: inside
+    a trace (`jax.jit`, `vmap`, `grad`, ukjax's own programs) each later call reuses the
+    first call's trace (an `eqx.filter_jit` function, which XLA inlines, so the compiled
+    program is the same); with concrete arguments it runs as written. For the quantities
+    that the event code of a hybrid run evaluates again and again at one state (a rigid
+    model's contact and friction rows: `benchmarks/RESULTS.md`, stop 74).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> calls = []
+        >>> square = traced_once(lambda x: calls.append(1) or x * x)
+        >>> float(jax.jit(lambda x: square(x) + square(x + 1.0))(2.0)), len(calls)
+        (13.0, 1)
+    """
+    jitted = eqx.filter_jit(fn)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        return fn(*args, **kwargs) if is_concrete(args, kwargs) else jitted(*args, **kwargs)
+
+    return call
+
+
 def floats_as_arrays(tree):
     """The Python floats of `tree` (a system's float fields, say) as arrays, so that they
     are traced, not static: a new value is no new program. Ints stay static."""
