@@ -18,7 +18,7 @@ from ._structured_uk import structured_solve
 from ._system import System, as_time, check_state, floatify, overrides
 from ._uk import Failures, UKTerms, check_terms, failures, uk_terms
 from ._uk_solvers import AbstractUKSolver, Regularized, check_uk_solver
-from ._xla import eager_jit, jit, traced_once
+from ._xla import eager_jit, jit
 
 
 def _vector(value, name, system, q):
@@ -72,7 +72,6 @@ def _lagrangian_mass(system: System, t, q, qd):
     return M
 
 
-@traced_once  # the event code asks for it again and again at one state
 def mass_matrix(system: System, t, q, qd):
     """The mass matrix $M$ (n, n) alone, as :func:`mass_and_force` gives it (for already
     validated `t`, `q`, `qd`): what a projection or an impulse needs, without tracing
@@ -83,7 +82,6 @@ def mass_matrix(system: System, t, q, qd):
 
 @full_precision
 @eager_jit
-@traced_once  # evaluated at every stage, event value and event-code state
 def mass_and_force(system: System, t, q, qd):
     r"""The unconstrained model: mass matrix $M$ (n, n) and generalized force $Q$ (n,).
 
