@@ -38,6 +38,7 @@ import jax.tree_util as jtu
 from jax import lax
 
 from ._batching import any_member
+from ._xla import traced_once
 
 
 # Steps replayed in one batch (their forward passes are independent given the stored
@@ -360,7 +361,7 @@ def _ys_tangent(sweep: _Sweep, t_diff, t_y0, like, stack: bool):
 
 # The linear map's system matrix and its solve both run the sweep (`_LinearTangent`), and JAX
 # transposes the matrix at trace time: one trace of the sweep, called twice.
-_ys_tangent_once = eqx.filter_jit(_ys_tangent)
+_ys_tangent_once = traced_once(_ys_tangent)
 
 
 def _with_ys(sol, t_ys):
