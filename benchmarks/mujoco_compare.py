@@ -170,11 +170,8 @@ def mujoco_run(xml, qpos0, nthread=2):
         mujoco.mj_getState(model, d, init[i], spec)
     state = np.empty((len(qpos0), STEPS, init.shape[1]))
     rollout.rollout(model, data, init[:2], nstep=STEPS, state=state[:2])  # warm-up
-    seconds = float("inf")
-    for _ in range(REPEATS):
-        t0 = time.perf_counter()
-        rollout.rollout(model, data, init, nstep=STEPS, state=state)
-        seconds = min(seconds, time.perf_counter() - t0)
+    run = lambda: rollout.rollout(model, data, init, nstep=STEPS, state=state)
+    seconds, _ = best_time(run, repeats=REPEATS)
     assert np.allclose(state[:, -1, 0], STEPS * DT), "rollout did not end at t = STEPS * DT"
     return seconds, state[:, -1, 1 : 1 + model.nq]  # FULLPHYSICS = [time, qpos, qvel, ...]
 
