@@ -77,6 +77,44 @@ def test_nan_initial_state_is_named_as_nan():
     assert bool(sol.result == R.nonfinite_state)
 
 
+class BlowingUpMass(ukjax.System):
+    """A written M whose entry `entry` is 1/x: non-finite once the bead reaches x = 0 (an
+    entry above the diagonal only, as a user's typo makes, is the case the Cholesky
+    factor never reads)."""
+
+    entry: tuple[int, int] = (0, 1)
+
+    def num_coordinates(self):
+        return 2
+
+    def mass_matrix(self, t, q):
+        bad = 1.0 / q[0] - 1.0 / q[0]  # 0 for x != 0, NaN at x = 0
+        return jnp.eye(2).at[self.entry].add(bad)
+
+    def potential_energy(self, t, q):
+        return 9.81 * q[1]
+
+
+@pytest.mark.parametrize("entry", [(0, 1), (1, 0), (0, 0)])
+def test_a_non_finite_entry_of_a_written_mass_matrix_is_named_as_such(entry):
+    """Wherever the non-finite entry of M is, the verdict is `nonfinite_state`, not a
+    mass matrix that is not SPD (the asymmetry of M is also its finiteness check)."""
+    system = BlowingUpMass(entry)
+    q, qd = jnp.array([0.0, 1.0]), jnp.zeros(2)
+    with pytest.raises(RUNTIME, match="non-finite value"):
+        jax.block_until_ready(ukjax.acceleration(system, 0.0, q, qd))
+    ev = ukjax.acceleration(system, 0.0, q.at[0].set(0.5), qd)
+    np.testing.assert_allclose(np.asarray(ev), [0.0, -9.81], rtol=1e-15)
+    for value in (jnp.inf, -jnp.inf):
+        M = jnp.eye(2).at[entry].set(value)
+        with pytest.raises(RUNTIME, match="non-finite value"):
+            ukjax.udwadia_kalaba(M, jnp.zeros(2), jnp.zeros((0, 2)), jnp.zeros(0))
+    sol = jax.vmap(lambda x: sim(system, q0=jnp.array([x, 1.0]), throw=False))(
+        jnp.array([0.0, 0.5])
+    )
+    assert bool((sol.result == R.nonfinite_state)[0]) and bool((sol.result == R.successful)[1])
+
+
 def test_initial_state_off_the_constraints():
     q0 = jnp.array([1.1, 0.0])
     with pytest.raises(ValueError, match=r"max\|phi\| = 2\.100e-01"):

@@ -383,3 +383,60 @@ def test_sweeps_of_one_structure_compile_at_most_twice_and_match_simulate():
             np.testing.assert_allclose(res.q[i], sol.q, rtol=0, atol=1e-10)
             np.testing.assert_allclose(res.qd[i], sol.qd, rtol=0, atol=1e-10)
     assert np.abs(other.q - same.q).max() > 1e-3  # it ran with the new values
+
+
+_DENSE_CHAIN = """
+import sys
+import diffrax, jax, jax.numpy as jnp, numpy as np, ukjax
+jax.config.update("jax_enable_x64", True)
+
+class WrittenMassChain(ukjax.System):  # a 16-angle pendulum chain, M written by the user
+    links: int
+
+    def mass_matrix(self, t, q):
+        i = jnp.arange(self.links)
+        weight = self.links - jnp.maximum(i[:, None], i[None, :])
+        return weight * jnp.cos(q[:, None] - q[None, :])
+
+    def potential_energy(self, t, q):
+        return -9.81 * jnp.sum(jnp.cumsum(jnp.cos(q)))
+
+q0 = np.random.default_rng(0).uniform(-0.5, 0.5, (256, 16))
+for _ in range(2):  # the second call ran two chunks at once from the start
+    res = ukjax.sweep(WrittenMassChain(16), np.concatenate([q0, q0]), np.zeros((512, 16)),
+                      np.array([0.0, 0.25]), solver=ukjax.RK4(),
+                      stepsize_controller=diffrax.ConstantStepSize(), dt0=1e-3,
+                      chunk_size=256, save_final_only=True, progress=False)
+one = ukjax.simulate(WrittenMassChain(16), q0[7], np.zeros(16), np.array([0.0, 0.25]),
+                     solver=ukjax.RK4(), stepsize_controller=diffrax.ConstantStepSize(),
+                     dt0=1e-3)
+print(bool(res.ok.all()), float(np.max(np.abs(res.q[7, -1] - one.q[-1]))))
+"""
+
+
+def test_a_sweep_factors_large_matrices_in_a_stage_loop():
+    """Written-out stages only where the UK solve factors at most 8 rows (M's and the Gram
+    matrix's sizes): around LAPACK's factorisations they hang XLA:CPU (jaxlib 0.10.2)."""
+    from ukjax._sweep import _factored
+    from ukjax._unrolled import Unrolled, batched_solver
+    from ukjax.systems import PlanarChain
+
+    chain = PlanarChain.uniform(5)  # n = 10 Cartesian coordinates, 5 links
+    q, qd = chain.state_from_angles(jnp.linspace(0.1, 0.5, 5), jnp.zeros(5))
+    assert _factored(chain, 0.0, q, qd) == 10
+    assert _factored(CartesianPendulum(), 0.0, jnp.array([1.0, 0.0]), jnp.zeros(2)) == 2
+    assert isinstance(batched_solver(ukjax.RK4(), 8), Unrolled)
+    assert isinstance(batched_solver(ukjax.RK4(), 10), ukjax.StageLoop)
+
+
+@pytest.mark.slow
+def test_a_sweep_of_a_dense_16_coordinate_chain_with_rk4_finishes():
+    """The batches that hung, with the stages written out (`ukjax._unrolled.HANGS_WITH_LAPACK`)
+    and with two chunks running at once, finish, equal to a single `simulate` of one of
+    their trajectories."""
+    run = subprocess.run(
+        [sys.executable, "-c", _DENSE_CHAIN], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    ok, err = run.stdout.split()
+    assert ok == "True" and float(err) < 1e-12

@@ -158,11 +158,10 @@ class UKInputs(eqx.Module):
     b: jax.Array
     C: jax.Array | None
 
-    def arrays(self) -> list[jax.Array]:
-        """Every array (for the finiteness check)."""
-        return [
-            x for x in (self.q, self.qd, self.M, self.Q, self.A, self.b, self.C) if x is not None
-        ]
+    def others(self) -> list[jax.Array]:
+        """Every array but M (the finiteness check of :func:`ukjax._uk.failures` reads M
+        apart)."""
+        return [x for x in (self.q, self.qd, self.Q, self.A, self.b, self.C) if x is not None]
 
 
 class Evaluation(eqx.Module):
@@ -192,7 +191,7 @@ class Evaluation(eqx.Module):
             self.terms.qdd,
             self._checked_terms(),
             self.inputs.M,
-            self.inputs.arrays(),
+            self.inputs.others(),
             consistency_tol=consistency_tol,
             infeasibility=self.infeasibility,
             rows=self.inputs.A if explain else None,
@@ -210,7 +209,7 @@ class Evaluation(eqx.Module):
         """The checks of this evaluation (see :func:`ukjax._uk.failures`)."""
         terms = self._checked_terms()
         return failures(
-            terms, self.inputs.M, self.inputs.arrays(), consistency_tol, self.infeasibility
+            terms, self.inputs.M, self.inputs.others(), consistency_tol, self.infeasibility
         )
 
 

@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._constraints import rows as constraint_rows
+from ._kernels import UNROLL_MAX_N
 from ._probe import probe_indexing
 from ._results import NAMES, name_of
 from ._simulate import _check_ts
@@ -263,6 +265,13 @@ class _Progress:
         print(("\r" if self.tty else "") + line, end=end, file=sys.stderr, flush=True)
 
 
+def _factored(system: System, t, q, qd) -> int:
+    """The larger of the number of coordinates and of constraint rows of `system` (the
+    sizes of the matrices its UK solve factors: M and the Gram matrix)."""
+    A = jax.eval_shape(lambda q_, qd_: constraint_rows(system, t, q_, qd_)[0], q, qd)
+    return max(q.shape[0], A.shape[0])
+
+
 def _cores() -> int:
     """The CPU cores this process may run on."""
     try:
@@ -296,13 +305,18 @@ def _default_chunk(out, devices: list, n_saves: int, n: int, itemsize: int) -> i
     return min(ACCELERATOR_CHUNK, fits) * len(devices)
 
 
-def _workers(workers: int | None, devices: list) -> int:
+def _workers(workers: int | None, devices: list, factored: int) -> int:
     """How many chunks run at once: `workers`, or by default one per CPU core available
     (per device when the batch is sharded over several host devices) on the CPU backend
-    and one elsewhere."""
+    and one elsewhere; one when the UK solve factors matrices of more than
+    :data:`ukjax._kernels.UNROLL_MAX_N` rows (`factored`): two threads running such a
+    program at once (LAPACK's factorisations in it) never finished on XLA:CPU (jaxlib
+    0.10.2, `benchmarks/RESULTS.md`, stop 76), one runs it."""
     if workers is None:
         cpu = all(d.platform == "cpu" for d in devices)
-        return max(1, _cores() // len(devices)) if cpu else 1
+        if not cpu or factored > UNROLL_MAX_N:
+            return 1
+        return max(1, _cores() // len(devices))
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise ValueError(f"sweep: workers must be a positive integer or None; got {workers!r}.")
     return workers
@@ -490,7 +504,10 @@ def sweep(
       saved (in the order of ``i``).
     - `workers`: how many chunks run at once, each on its own thread of this process.
       ``None`` (default): on the CPU backend one per core this process may use (divided by
-      the number of devices the batch is sharded over), elsewhere 1. XLA:CPU runs such a
+      the number of devices the batch is sharded over), elsewhere 1; also 1 for a system
+      whose UK solve factors matrices of more than 8 rows (M or the Gram matrix: LAPACK's
+      kernels), which XLA:CPU (jaxlib 0.10.2) was seen never to finish when two threads
+      ran it at once (``benchmarks/RESULTS.md``, stop 76). XLA:CPU runs such a
       program on the thread that calls it, on one core, so a plain ``vmap`` of
       :func:`simulate` uses one core however wide it is. The default runs no more chunks
       at once than fit in a quarter of the machine's memory (three copies of a chunk's
@@ -549,7 +566,8 @@ def sweep(
     if executor is not None:  # each task runs on its worker's default device
         devices = [None]
     devices = list(jax.local_devices() if devices is None else devices)
-    n_workers = 1 if executor is not None else _workers(workers, devices)
+    factored = _factored(system, ts[0], q_first, qd_first)
+    n_workers = 1 if executor is not None else _workers(workers, devices, factored)
     # in memory, a small batch is cut so that every worker has a chunk; with `out`, the
     # chunks are `chunk_size` whatever the machine (a sweep resumes on another one)
     spread = n_workers if out is None and executor is None else 1
@@ -564,7 +582,8 @@ def sweep(
         if out is None
         else _store(out, system, ts, batch, plan, save_final_only, simulate_kwargs)
     )
-    run_kwargs = dict(simulate_kwargs, solver=batched_solver(simulate_kwargs.get("solver")))
+    solver = batched_solver(simulate_kwargs.get("solver"), factored)
+    run_kwargs = dict(simulate_kwargs, solver=solver)
     job = ChunkJob.create(system, ts, layout, run_kwargs)
     part = share(worker) if store is not None else ALL
     mine = part.chunks(plan.n_chunks)

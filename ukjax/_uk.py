@@ -254,19 +254,31 @@ class Failures(NamedTuple):
         return self.nonfinite | self.not_spd | self.inconsistent | self.infeasible
 
 
-def failures(terms: UKTerms, M, inputs, consistency_tol=None, infeasibility=None) -> Failures:
-    """The checks of one UK evaluation: non-finite inputs, a mass matrix that is not SPD,
-    constraints whose right-hand side is outside the range of $A$, and (when the system
-    reports one, e.g. :class:`ukjax.ServoControlled`) the relative residual of a
-    realisation by actuators above the same tolerance."""
+def failures(terms: UKTerms, M, others, consistency_tol=None, infeasibility=None) -> Failures:
+    r"""The checks of one UK evaluation: non-finite inputs (`M` and the `others`), a mass
+    matrix that is not SPD, constraints whose right-hand side is outside the range of
+    $A$, and (when the system reports one, e.g. :class:`ukjax.ServoControlled`) the
+    relative residual of a realisation by actuators above the same tolerance.
+
+    Where the asymmetry of `M` is measured here ($\max|M - M^T| / \max|M|$, every entry
+    read), it is M's finiteness check too: a NaN or infinite entry makes it NaN (an
+    infinite $M_{ij}$ gives $\infty - M_{ji}$ and $\infty / \infty$), a finite M a finite
+    ratio unless $M_{ij} - M_{ji}$ overflows, which only entries above about 9e307 do. So
+    M is read once instead of twice at every stage of a run (a 32-link chain's written
+    M: `benchmarks/RESULTS.md`, stop 76). Given the asymmetry (a structured solve's, or
+    zero for an M symmetric by construction), M's entries are tested themselves."""
     dtype = terms.qdd.dtype
     floor = terms.consistency_floor
     tol = default_consistency_tol(dtype, floor) if consistency_tol is None else consistency_tol
-    nonfinite = ~jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in inputs]))
     tiny = jnp.finfo(dtype).tiny
     asym, min_diagonal = terms.relative_asymmetry, terms.min_diagonal
     if asym is None:
         asym = jnp.max(jnp.abs(M - M.T)) / jnp.maximum(jnp.max(jnp.abs(M)), tiny)
+        finite = [jnp.isfinite(asym)]
+    else:
+        finite = [jnp.all(jnp.isfinite(M))]
+    finite += [jnp.all(jnp.isfinite(v)) for v in others]
+    nonfinite = ~jnp.all(jnp.stack(finite))
     if min_diagonal is None:
         min_diagonal = jnp.min(jnp.diagonal(M))
     not_spd = (asym > 1e3 * jnp.finfo(dtype).eps) | ~terms.spd_ok
@@ -287,16 +299,17 @@ def failures(terms: UKTerms, M, inputs, consistency_tol=None, infeasibility=None
 
 
 def check_terms(
-    x, terms: UKTerms, M, inputs, *, consistency_tol=None, infeasibility=None, rows=None
+    x, terms: UKTerms, M, others, *, consistency_tol=None, infeasibility=None, rows=None
 ):
     """Return ``x``; raise (inside jit too) on a non-SPD mass matrix, non-finite values,
-    inconsistent constraints or an infeasible servo. ``inputs``: the arrays that went into
-    the equation. One error check names the first failure (each is tested only where the
-    earlier ones pass), with the numbers of that failure printed just before, and, given
-    the constraint rows `rows` (A), the motion a failing M leaves undetermined
+    inconsistent constraints or an infeasible servo. `M` and `others`: the arrays that
+    went into the equation (:func:`failures`). One error check names the first failure
+    (each is tested only where the earlier ones pass), with the numbers of that failure
+    printed just before, and, given the constraint rows `rows` (A), the motion a failing
+    M leaves undetermined
     (:func:`undetermined_motion`; not at every stage of a run, where M and the rows in the
     print's branch slow a wide vmap down: `benchmarks/RESULTS.md`)."""
-    f = failures(terms, M, inputs, consistency_tol, infeasibility)
+    f = failures(terms, M, others, consistency_tol, infeasibility)
     motion = None if rows is None else (M, rows)
     x = report_failures(f, servo=infeasibility is not None, through=x, motion=motion)
     return f.code().error_if(x, f.any())
@@ -434,8 +447,8 @@ def _udwadia_kalaba(M, Q, A, b, C, uk_solver, check, consistency_tol):
     terms = uk_terms(M, Q, A, b, C, uk_solver=uk_solver)
     if not check:
         return terms.qdd
-    inputs = [M, Q, A, b] + ([] if C is None else [C])
-    return check_terms(terms.qdd, terms, M, inputs, consistency_tol=consistency_tol, rows=A)
+    others = [Q, A, b] + ([] if C is None else [C])
+    return check_terms(terms.qdd, terms, M, others, consistency_tol=consistency_tol, rows=A)
 
 
 @full_precision
@@ -473,6 +486,6 @@ def constraint_forces(
 def _constraint_forces(M, Q, A, b, C, uk_solver, check):
     terms = uk_terms(M, Q, A, b, C, uk_solver=uk_solver)
     if check:
-        inputs = [M, Q, A, b] + ([] if C is None else [C])
-        return check_terms((terms.Qc_ideal, terms.Qc_nonideal), terms, M, inputs, rows=A)
+        others = [Q, A, b] + ([] if C is None else [C])
+        return check_terms((terms.Qc_ideal, terms.Qc_nonideal), terms, M, others, rows=A)
     return terms.Qc_ideal, terms.Qc_nonideal

@@ -47,7 +47,23 @@ import diffrax
 
 from ._dense import PolynomialOutput, combine, polynomial_weights
 from ._integrators import default_solver
+from ._kernels import UNROLL_MAX_N
 from ._stage_loop import ExplicitStages, StageLoop, unrollable
+
+
+HANGS_WITH_LAPACK = (
+    "jax.jit(jax.vmap(simulate)) of a 16-angle chain with its mass matrix written "
+    "(LAPACK Cholesky in the stages), solver=Unrolled(RK4()), 256 trajectories"
+)
+"""A program XLA:CPU (jaxlib 0.10.2, 2-core box) compiles and then never finishes: its
+threads wait, idle, for work that never comes (`gdb`: every thread of XLA's pool in
+`WaitForWork`, the caller in `BlockUntilReady`). It needs the stages written out around
+LAPACK factorisations: the same chain runs with diffrax's stage loop, with
+:class:`ukjax.StageLoop`, or with unrolled kernels; from 10 coordinates at 2048
+trajectories, 12 at 1024, 16 at 192 (128 ran), and 4 coordinates with LAPACK forced ran
+at 4096. `XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false` makes it run
+(the same option in the program's `compiler_options` does not).
+`benchmarks/RESULTS.md`, stop 76 section."""
 
 
 SWEEP_STAGES = 7  # batches write out the stages of methods with at most this many, and
@@ -59,26 +75,36 @@ SWEEP_STAGES = 7  # batches write out the stages of methods with at most this ma
 # 0.18 / 0.27; Tsit5 0.14 / 0.14 and 0.17 / 0.24.
 
 
-def batched_solver(solver: diffrax.AbstractSolver | None) -> diffrax.AbstractSolver:
+def batched_solver(
+    solver: diffrax.AbstractSolver | None, factored: int = 0
+) -> diffrax.AbstractSolver:
     """The solver a batch of trajectories runs (:func:`ukjax.sweep` passes it to
     :func:`ukjax.simulate`) for the `solver` it is given (`None`:
     :func:`ukjax.simulate`'s default, `Dopri8`): an :func:`unrollable` method as
-    :class:`Unrolled` when it has at most :data:`SWEEP_STAGES` stages and as
-    :class:`ukjax.StageLoop` when it has more; anything else as it is, except that a
-    method whose dense output :mod:`ukjax._dense` knows gets it as
+    :class:`Unrolled` when it has at most :data:`SWEEP_STAGES` stages and the stages
+    factor no matrix larger than :data:`ukjax._kernels.UNROLL_MAX_N` (`factored`: the
+    larger of the number of coordinates and of constraint rows, the sizes of M and of
+    the Gram matrix), as :class:`ukjax.StageLoop` otherwise; anything else as it is,
+    except that a method whose dense output :mod:`ukjax._dense` knows gets it as
     :class:`ukjax._dense.PolynomialOutput`. A solver the user wrapped (`Unrolled`,
     `StageLoop`, ...) is kept.
+
+    Larger factorisations are LAPACK calls (:class:`ukjax.AutoKernels`), and with the
+    stages written out around them the compiled batch can wait forever on XLA:CPU
+    (jaxlib 0.10.2; :data:`HANGS_WITH_LAPACK`); in a `StageLoop` it runs, as fast.
 
         >>> import diffrax
         >>> from ukjax._unrolled import batched_solver
         >>> given = (None, diffrax.Tsit5(), diffrax.Kvaerno5())
         >>> [type(batched_solver(s)).__name__ for s in given]
         ['StageLoop', 'Unrolled', 'Kvaerno5']
+        >>> type(batched_solver(diffrax.Tsit5(), factored=16)).__name__
+        'StageLoop'
     """
     solver = default_solver() if solver is None else solver
     if unrollable(solver):
         stages = solver.tableau.num_stages  # pyright: ignore[reportAttributeAccessIssue]
-        if stages <= SWEEP_STAGES:
+        if stages <= SWEEP_STAGES and factored <= UNROLL_MAX_N:
             return Unrolled(solver)  # pyright: ignore[reportCallIssue]
         return StageLoop(solver)  # pyright: ignore[reportCallIssue]
     if polynomial_weights(solver) is not None:
@@ -90,14 +116,17 @@ class Unrolled(ExplicitStages):
     r"""`solver` (an explicit Runge-Kutta method of diffrax's or ukjax's) with the stages
     of each step written out instead of looped over; the same method and dense output.
 
-    Use it for batched runs of methods of few stages (:func:`ukjax.sweep` applies it
-    itself to methods of at most 7 stages; pass it to a wide `jax.vmap` of `simulate`
-    yourself): under `vmap` it runs faster than diffrax's stage loop
-    (`benchmarks/RESULTS.md`, sweep section), at the cost of one copy of the vector field
-    per stage in the compiled program. Methods of more
-    stages run as fast, and compile faster, in :class:`ukjax.StageLoop`. A single
-    trajectory is better off with `solver` itself. Raises ValueError for a solver it
-    cannot write out (implicit, IMEX, SDE or wrapped solvers, Euler).
+    Use it for batched runs of methods of few stages on small systems (:func:`ukjax.sweep`
+    applies it itself to methods of at most 7 stages when M and the Gram matrix have at
+    most 8 rows; pass it to a wide `jax.vmap` of `simulate` yourself): under `vmap` it
+    runs faster than diffrax's stage loop (`benchmarks/RESULTS.md`, sweep section), at
+    the cost of one copy of the vector field per stage in the compiled program. Methods
+    of more stages run as fast, and compile faster, in :class:`ukjax.StageLoop`. A single
+    trajectory is better off with `solver` itself. **Not for systems whose UK solve
+    factors matrices of more than 8 rows** (LAPACK's kernels): with jaxlib 0.10.2 such
+    a batch can hang on XLA:CPU (:data:`ukjax._unrolled.HANGS_WITH_LAPACK`); use
+    :class:`ukjax.StageLoop` there. Raises ValueError for a solver it cannot write out
+    (implicit, IMEX, SDE or wrapped solvers, Euler).
 
     Example:
         >>> import diffrax, ukjax
