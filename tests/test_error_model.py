@@ -109,6 +109,8 @@ def test_a_non_finite_entry_of_a_written_mass_matrix_is_named_as_such(entry):
         M = jnp.eye(2).at[entry].set(value)
         with pytest.raises(RUNTIME, match="non-finite value"):
             ukjax.udwadia_kalaba(M, jnp.zeros(2), jnp.zeros((0, 2)), jnp.zeros(0))
+    if entry != (0, 1):  # a run's verdict once (the same checks at every stage)
+        return
     sol = jax.vmap(lambda x: sim(system, q0=jnp.array([x, 1.0]), throw=False))(
         jnp.array([0.0, 0.5])
     )
