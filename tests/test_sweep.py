@@ -417,21 +417,23 @@ print(bool(res.ok.all()), float(np.max(np.abs(res.q[7, -1] - one.q[-1]))))
 def test_a_sweep_factors_large_matrices_in_a_stage_loop():
     """Written-out stages only where the UK solve factors at most 8 rows (M's and the Gram
     matrix's sizes): around LAPACK's factorisations they hang XLA:CPU (jaxlib 0.10.2)."""
-    from ukjax._sweep import _factored
+    from ukjax._sweep import _factors_with_lapack
     from ukjax._unrolled import Unrolled, batched_solver
     from ukjax.systems import PlanarChain
 
     chain = PlanarChain.uniform(5)  # n = 10 Cartesian coordinates, 5 links
     q, qd = chain.state_from_angles(jnp.linspace(0.1, 0.5, 5), jnp.zeros(5))
-    assert _factored(chain, 0.0, q, qd) == 10
-    assert _factored(CartesianPendulum(), 0.0, jnp.array([1.0, 0.0]), jnp.zeros(2)) == 2
-    assert isinstance(batched_solver(ukjax.RK4(), 8), Unrolled)
-    assert isinstance(batched_solver(ukjax.RK4(), 10), ukjax.StageLoop)
+    assert _factors_with_lapack(chain, 0.0, q, qd)
+    chain4 = PlanarChain.uniform(4)  # n = 8, m = 4: unrolled kernels
+    q, qd = chain4.state_from_angles(jnp.linspace(0.1, 0.4, 4), jnp.zeros(4))
+    assert not _factors_with_lapack(chain4, 0.0, q, qd)
+    assert isinstance(batched_solver(ukjax.RK4(), lapack=False), Unrolled)
+    assert isinstance(batched_solver(ukjax.RK4(), lapack=True), ukjax.StageLoop)
 
 
 @pytest.mark.slow
 def test_a_sweep_of_a_dense_16_coordinate_chain_with_rk4_finishes():
-    """The batches that hung, with the stages written out (`ukjax._unrolled.HANGS_WITH_LAPACK`)
+    """The batches that hung (`benchmarks/RESULTS.md`, stop 76), with the stages written out
     and with two chunks running at once, finish, equal to a single `simulate` of one of
     their trajectories."""
     run = subprocess.run(

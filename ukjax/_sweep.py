@@ -265,11 +265,12 @@ class _Progress:
         print(("\r" if self.tty else "") + line, end=end, file=sys.stderr, flush=True)
 
 
-def _factored(system: System, t, q, qd) -> int:
-    """The larger of the number of coordinates and of constraint rows of `system` (the
-    sizes of the matrices its UK solve factors: M and the Gram matrix)."""
+def _factors_with_lapack(system: System, t, q, qd) -> bool:
+    """Whether the UK solve of `system` factors matrices of more than
+    :data:`ukjax._kernels.UNROLL_MAX_N` rows (M, n x n, or the Gram matrix, m x m), which
+    :class:`ukjax.AutoKernels` hands to LAPACK."""
     A = jax.eval_shape(lambda q_, qd_: constraint_rows(system, t, q_, qd_)[0], q, qd)
-    return max(q.shape[0], A.shape[0])
+    return max(q.shape[0], A.shape[0]) > UNROLL_MAX_N
 
 
 def _cores() -> int:
@@ -305,16 +306,15 @@ def _default_chunk(out, devices: list, n_saves: int, n: int, itemsize: int) -> i
     return min(ACCELERATOR_CHUNK, fits) * len(devices)
 
 
-def _workers(workers: int | None, devices: list, factored: int) -> int:
+def _workers(workers: int | None, devices: list, lapack: bool) -> int:
     """How many chunks run at once: `workers`, or by default one per CPU core available
     (per device when the batch is sharded over several host devices) on the CPU backend
-    and one elsewhere; one when the UK solve factors matrices of more than
-    :data:`ukjax._kernels.UNROLL_MAX_N` rows (`factored`): two threads running such a
-    program at once (LAPACK's factorisations in it) never finished on XLA:CPU (jaxlib
-    0.10.2, `benchmarks/RESULTS.md`, stop 76), one runs it."""
+    and one elsewhere; one when the UK solve factors with LAPACK (`lapack`,
+    :func:`_factors_with_lapack`): two threads running such a program at once never
+    finished on XLA:CPU (jaxlib 0.10.2, `benchmarks/RESULTS.md`, stop 76), one runs it."""
     if workers is None:
         cpu = all(d.platform == "cpu" for d in devices)
-        if not cpu or factored > UNROLL_MAX_N:
+        if not cpu or lapack:
             return 1
         return max(1, _cores() // len(devices))
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
@@ -566,8 +566,8 @@ def sweep(
     if executor is not None:  # each task runs on its worker's default device
         devices = [None]
     devices = list(jax.local_devices() if devices is None else devices)
-    factored = _factored(system, ts[0], q_first, qd_first)
-    n_workers = 1 if executor is not None else _workers(workers, devices, factored)
+    lapack = _factors_with_lapack(system, ts[0], q_first, qd_first)
+    n_workers = 1 if executor is not None else _workers(workers, devices, lapack)
     # in memory, a small batch is cut so that every worker has a chunk; with `out`, the
     # chunks are `chunk_size` whatever the machine (a sweep resumes on another one)
     spread = n_workers if out is None and executor is None else 1
@@ -582,7 +582,7 @@ def sweep(
         if out is None
         else _store(out, system, ts, batch, plan, save_final_only, simulate_kwargs)
     )
-    solver = batched_solver(simulate_kwargs.get("solver"), factored)
+    solver = batched_solver(simulate_kwargs.get("solver"), lapack)
     run_kwargs = dict(simulate_kwargs, solver=solver)
     job = ChunkJob.create(system, ts, layout, run_kwargs)
     part = share(worker) if store is not None else ALL

@@ -47,23 +47,7 @@ import diffrax
 
 from ._dense import PolynomialOutput, combine, polynomial_weights
 from ._integrators import default_solver
-from ._kernels import UNROLL_MAX_N
 from ._stage_loop import ExplicitStages, StageLoop, unrollable
-
-
-HANGS_WITH_LAPACK = (
-    "jax.jit(jax.vmap(simulate)) of a 16-angle chain with its mass matrix written "
-    "(LAPACK Cholesky in the stages), solver=Unrolled(RK4()), 256 trajectories"
-)
-"""A program XLA:CPU (jaxlib 0.10.2, 2-core box) compiles and then never finishes: its
-threads wait, idle, for work that never comes (`gdb`: every thread of XLA's pool in
-`WaitForWork`, the caller in `BlockUntilReady`). It needs the stages written out around
-LAPACK factorisations: the same chain runs with diffrax's stage loop, with
-:class:`ukjax.StageLoop`, or with unrolled kernels; from 10 coordinates at 2048
-trajectories, 12 at 1024, 16 at 192 (128 ran), and 4 coordinates with LAPACK forced ran
-at 4096. `XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false` makes it run
-(the same option in the program's `compiler_options` does not).
-`benchmarks/RESULTS.md`, stop 76 section."""
 
 
 SWEEP_STAGES = 7  # batches write out the stages of methods with at most this many, and
@@ -76,35 +60,35 @@ SWEEP_STAGES = 7  # batches write out the stages of methods with at most this ma
 
 
 def batched_solver(
-    solver: diffrax.AbstractSolver | None, factored: int = 0
+    solver: diffrax.AbstractSolver | None, lapack: bool = False
 ) -> diffrax.AbstractSolver:
     """The solver a batch of trajectories runs (:func:`ukjax.sweep` passes it to
     :func:`ukjax.simulate`) for the `solver` it is given (`None`:
     :func:`ukjax.simulate`'s default, `Dopri8`): an :func:`unrollable` method as
-    :class:`Unrolled` when it has at most :data:`SWEEP_STAGES` stages and the stages
-    factor no matrix larger than :data:`ukjax._kernels.UNROLL_MAX_N` (`factored`: the
-    larger of the number of coordinates and of constraint rows, the sizes of M and of
-    the Gram matrix), as :class:`ukjax.StageLoop` otherwise; anything else as it is,
+    :class:`Unrolled` when it has at most :data:`SWEEP_STAGES` stages and its stages do
+    not factor with LAPACK (`lapack`: the UK solve factors matrices of more than
+    :data:`ukjax._kernels.UNROLL_MAX_N` rows), as :class:`ukjax.StageLoop` otherwise;
+    anything else as it is,
     except that a method whose dense output :mod:`ukjax._dense` knows gets it as
     :class:`ukjax._dense.PolynomialOutput`. A solver the user wrapped (`Unrolled`,
     `StageLoop`, ...) is kept.
 
-    Larger factorisations are LAPACK calls (:class:`ukjax.AutoKernels`), and with the
-    stages written out around them the compiled batch can wait forever on XLA:CPU
-    (jaxlib 0.10.2; :data:`HANGS_WITH_LAPACK`); in a `StageLoop` it runs, as fast.
+    With the stages written out around LAPACK's factorisations the compiled batch can
+    wait forever on XLA:CPU (jaxlib 0.10.2; `benchmarks/RESULTS.md`, stop 76); in a
+    `StageLoop` it runs, as fast.
 
         >>> import diffrax
         >>> from ukjax._unrolled import batched_solver
         >>> given = (None, diffrax.Tsit5(), diffrax.Kvaerno5())
         >>> [type(batched_solver(s)).__name__ for s in given]
         ['StageLoop', 'Unrolled', 'Kvaerno5']
-        >>> type(batched_solver(diffrax.Tsit5(), factored=16)).__name__
+        >>> type(batched_solver(diffrax.Tsit5(), lapack=True)).__name__
         'StageLoop'
     """
     solver = default_solver() if solver is None else solver
     if unrollable(solver):
         stages = solver.tableau.num_stages  # pyright: ignore[reportAttributeAccessIssue]
-        if stages <= SWEEP_STAGES and factored <= UNROLL_MAX_N:
+        if stages <= SWEEP_STAGES and not lapack:
             return Unrolled(solver)  # pyright: ignore[reportCallIssue]
         return StageLoop(solver)  # pyright: ignore[reportCallIssue]
     if polynomial_weights(solver) is not None:
@@ -124,7 +108,7 @@ class Unrolled(ExplicitStages):
     of more stages run as fast, and compile faster, in :class:`ukjax.StageLoop`. A single
     trajectory is better off with `solver` itself. **Not for systems whose UK solve
     factors matrices of more than 8 rows** (LAPACK's kernels): with jaxlib 0.10.2 such
-    a batch can hang on XLA:CPU (:data:`ukjax._unrolled.HANGS_WITH_LAPACK`); use
+    a batch can hang on XLA:CPU (`benchmarks/RESULTS.md`, stop 76); use
     :class:`ukjax.StageLoop` there. Raises ValueError for a solver it cannot write out
     (implicit, IMEX, SDE or wrapped solvers, Euler).
 
