@@ -44,6 +44,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._batching import any_member
 from ._errors import print_each
+from ._folds import largest, smallest
 from ._precision import full_precision
 from ._results import RESULTS, first_failure, message
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
@@ -159,8 +160,10 @@ def factored(L, M, relative: float | None = None) -> jax.Array:
     pivots = jnp.diagonal(L) ** 2
     eps = float(jnp.finfo(M.dtype).eps)
     relative = M.shape[0] * eps if relative is None else relative
-    floor = relative * jnp.max(jnp.abs(jnp.diagonal(M)))
-    return jnp.all(jnp.isfinite(pivots)) & (jnp.min(pivots) > floor)
+    floor = relative * largest(jnp.abs(jnp.diagonal(M)))
+    # largest(pivots) is NaN or infinite if any pivot is; smallest(...) > floor is False
+    # on a NaN (folds, not reductions: :mod:`ukjax._folds`)
+    return jnp.isfinite(largest(pivots)) & (smallest(pivots) > floor)
 
 
 def near_singular(L, M) -> jax.Array:
@@ -260,27 +263,31 @@ def failures(terms: UKTerms, M, others, consistency_tol=None, infeasibility=None
     $A$, and (when the system reports one, e.g. :class:`ukjax.ServoControlled`) the
     relative residual of a realisation by actuators above the same tolerance.
 
-    Where the asymmetry of `M` is measured here ($\max|M - M^T| / \max|M|$, every entry
-    read), it is M's finiteness check too: a NaN or infinite entry makes it NaN (an
-    infinite $M_{ij}$ gives $\infty - M_{ji}$ and $\infty / \infty$), a finite M a finite
-    ratio unless $M_{ij} - M_{ji}$ overflows, which only entries above about 9e307 do. So
-    M is read once instead of twice at every stage of a run (a 32-link chain's written
-    M: `benchmarks/RESULTS.md`, stop 76). Given the asymmetry (a structured solve's, or
-    zero for an M symmetric by construction), M's entries are tested themselves."""
+    Where the asymmetry of `M` is measured here ($\max_{ij}|M_{ij} - M_{ji}| / \max_i|M_{ii}|$,
+    every entry read; for a symmetric positive definite M the largest entry is on the
+    diagonal, so this is $\max|M - M^T| / \max|M|$), its numerator is M's finiteness check
+    too: a NaN or infinite entry makes it NaN or infinite (an infinite $M_{ij}$ gives
+    $\infty - M_{ji}$, an infinite $M_{ii}$ $\infty - \infty$), a finite M a finite
+    numerator unless $M_{ij} - M_{ji}$ overflows, which only entries above about 9e307 do. So M is
+    read once instead of twice at every stage of a run (a 32-link chain's written M:
+    `benchmarks/RESULTS.md`, stop 76), and the maxima are folds, not reductions
+    (:mod:`ukjax._folds`, stop 77). Given the asymmetry (a structured solve's, or zero
+    for an M symmetric by construction), M's entries are tested themselves."""
     dtype = terms.qdd.dtype
     floor = terms.consistency_floor
     tol = default_consistency_tol(dtype, floor) if consistency_tol is None else consistency_tol
     tiny = jnp.finfo(dtype).tiny
     asym, min_diagonal = terms.relative_asymmetry, terms.min_diagonal
     if asym is None:
-        asym = jnp.max(jnp.abs(M - M.T)) / jnp.maximum(jnp.max(jnp.abs(M)), tiny)
-        finite = [jnp.isfinite(asym)]
+        apart = largest(jnp.abs(M - M.T))  # NaN or infinite where an entry is
+        asym = apart / jnp.maximum(largest(jnp.abs(jnp.diagonal(M))), tiny)
+        finite = [jnp.isfinite(apart)]
     else:
         finite = [jnp.all(jnp.isfinite(M))]
     finite += [jnp.all(jnp.isfinite(v)) for v in others]
     nonfinite = ~jnp.all(jnp.stack(finite))
     if min_diagonal is None:
-        min_diagonal = jnp.min(jnp.diagonal(M))
+        min_diagonal = smallest(jnp.diagonal(M))
     not_spd = (asym > 1e3 * jnp.finfo(dtype).eps) | ~terms.spd_ok
     inconsistent = terms.inconsistency > tol
     ok = ~nonfinite & ~not_spd & ~inconsistent
