@@ -240,8 +240,8 @@ def test_the_reverse_only_replay_refuses_forward_mode():
     assert np.all(np.isfinite(got))
 
 
-@pytest.mark.slow
-def test_forward_mode_through_impacts():
+@pytest.mark.extended  # 54 s of CI's 30 minutes; reverse mode through impacts stays in CI
+def test_forward_mode_through_impacts():  # (test_hybrid.py, two impacts against differences)
     """jax.jacfwd of a hybrid run (a ball bouncing with restitution 0.8, through its first
     impact) with diffrax.ForwardMode() (a hybrid run's default segment loop is reverse
     mode only) equals jax.grad at the defaults and a central difference."""

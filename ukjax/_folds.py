@@ -7,8 +7,9 @@ reduction kernel (jax-ml/jax#37465); a fold of $\lceil\log_2 k\rceil$ elementwis
 `maximum`s of slices, $\max(x_{:h}, x_{h:2h})$, is one or two loop fusions that XLA
 fuses with the producer of `x`. For a 32-link chain's written mass matrix the relative
 asymmetry's kernels went from about 1.4 to 0.9 us per trajectory and stage (batch 256,
-under the profiler), the RK4 step about 6 % faster (`benchmarks/RESULTS.md`, stop 77). A NaN anywhere gives NaN, as `jnp.max` does
-(`jnp.maximum` propagates NaN); the derivative is that of the same maxima.
+under the profiler), the RK4 step about 6 % faster (`benchmarks/RESULTS.md`, stop 77).
+A NaN anywhere gives NaN, as `jnp.max` does (`jnp.maximum` propagates NaN); the
+derivative is that of the same maxima.
 
 Example:
     >>> import jax.numpy as jnp
