@@ -5,26 +5,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from test_xla import primitives
 
 from ukjax._folds import largest, smallest
 from ukjax._uk import factored, failures, uk_terms
-
-
-def _primitives(fn, *args):
-    names = set()
-
-    def walk(jaxpr):
-        for eqn in jaxpr.eqns:
-            names.add(eqn.primitive.name)
-            for v in eqn.params.values():
-                for sub in v if isinstance(v, (list, tuple)) else [v]:
-                    if hasattr(sub, "jaxpr") and hasattr(sub.jaxpr, "eqns"):
-                        walk(sub.jaxpr)
-                    elif hasattr(sub, "eqns"):
-                        walk(sub)
-
-    walk(jax.make_jaxpr(fn)(*args).jaxpr)
-    return names
 
 
 @pytest.mark.parametrize("shape", [(1,), (2,), (3,), (7,), (32,), (5, 3), (32, 32), (3, 4, 5)])
@@ -63,7 +47,7 @@ def test_the_checks_of_a_written_mass_matrix_have_no_reductions_of_its_entries(r
         f = failures(terms, M, (Q,))
         return f.any(), f.relative_asymmetry, factored(jnp.linalg.cholesky(M), M)
 
-    names = _primitives(checks, M)
+    names = primitives(checks, M)
     assert not names & {"reduce_max", "reduce_min", "argmax", "argmin"}, names
     # the values: a symmetric M passes, an asymmetric one is measured against its diagonal
     failed, asym, ok = jax.jit(checks)(M)

@@ -5,11 +5,9 @@ Under `jax.vmap` a `jnp.max` over one trajectory's entries is a reduction of a
 (batch, k) array over its short axis, which XLA:CPU (JAX 0.10) hands to its YNNPACK
 reduction kernel (jax-ml/jax#37465); a fold of $\lceil\log_2 k\rceil$ elementwise
 `maximum`s of slices, $\max(x_{:h}, x_{h:2h})$, is one or two loop fusions that XLA
-fuses with the producer of `x`. For a 32-link chain's written mass matrix the relative
-asymmetry's kernels went from about 1.4 to 0.9 us per trajectory and stage (batch 256,
-under the profiler), the RK4 step about 6 % faster (`benchmarks/RESULTS.md`, stop 77).
-A NaN anywhere gives NaN, as `jnp.max` does (`jnp.maximum` propagates NaN); the
-derivative is that of the same maxima.
+fuses with the producer of `x` (a written mass matrix's asymmetry check:
+`benchmarks/RESULTS.md`, stop 77). A NaN anywhere gives NaN, as `jnp.max` does
+(`jnp.maximum` propagates NaN); the derivative is that of the same maxima.
 
 Example:
     >>> import jax.numpy as jnp
