@@ -1,4 +1,6 @@
 import os
+import shutil
+import tempfile
 
 
 # Opt-in (`UKJAX_TEST_FAST_COMPILE=1`): run the tests with XLA:CPU's LLVM at optimisation
@@ -20,6 +22,41 @@ import pytest  # noqa: E402
 
 
 jax.config.update("jax_enable_x64", True)
+
+
+# A persistent compilation cache for each process of a test run: a program that a later
+# test module compiles again, after `_release_compiled_programs` cleared JAX's in-memory
+# caches, is read back instead of compiled (JAX caches no program with a host callback,
+# e.g. equinox's run-time checks; those compile as before). One directory per process (a
+# pytest-xdist worker's own, under one fresh temporary directory that the run's first
+# process makes and removes at the end), so no entry is ever read while another process
+# writes it. `UKJAX_TEST_XLA_CACHE=0`, or JAX's own `JAX_COMPILATION_CACHE_DIR`, turns it
+# off. Figures: `benchmarks/RESULTS.md`, stop 78 section.
+_CACHE_VARIABLE = "UKJAX_TEST_XLA_CACHE_DIR"
+_made_cache: list[str] = []
+
+
+def pytest_configure(config):
+    if os.environ.get("UKJAX_TEST_XLA_CACHE", "1") == "0":
+        return
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR") or jax.config.values.get(
+        "jax_compilation_cache_dir"
+    ):
+        return
+    base = os.environ.get(_CACHE_VARIABLE)
+    if not base:
+        base = tempfile.mkdtemp(prefix="ukjax-tests-xla-")
+        os.environ[_CACHE_VARIABLE] = base
+        _made_cache.append(base)
+    path = os.path.join(base, os.environ.get("PYTEST_XDIST_WORKER", "main"))
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def pytest_unconfigure(config):
+    for path in _made_cache:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
