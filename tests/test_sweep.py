@@ -415,18 +415,26 @@ print(bool(res.ok.all()), float(np.max(np.abs(res.q[7, -1] - one.q[-1]))))
 
 
 def test_a_sweep_factors_large_matrices_in_a_stage_loop():
-    """Written-out stages only where the UK solve factors at most 8 rows (M's and the Gram
-    matrix's sizes): around LAPACK's factorisations they hang XLA:CPU (jaxlib 0.10.2)."""
+    """Written-out stages, and several chunks at once, only where no UK solve of the run
+    factors with LAPACK: around LAPACK's factorisations they hang XLA:CPU (jaxlib 0.10.2).
+    That is asked of the run's own kernels (M's and the Gram matrix's sizes), and in a
+    hybrid run also of the event code's, which takes LAPACK from 3 coordinates."""
     from ukjax._sweep import _factors_with_lapack
     from ukjax._unrolled import Unrolled, batched_solver
-    from ukjax.systems import PlanarChain
+    from ukjax.systems import BouncingBall, PlanarChain, TwoBlockFriction
 
     chain = PlanarChain.uniform(5)  # n = 10 Cartesian coordinates, 5 links
     q, qd = chain.state_from_angles(jnp.linspace(0.1, 0.5, 5), jnp.zeros(5))
-    assert _factors_with_lapack(chain, 0.0, q, qd)
+    assert _factors_with_lapack(chain, 0.0, q, qd, {})
     chain4 = PlanarChain.uniform(4)  # n = 8, m = 4: unrolled kernels
     q, qd = chain4.state_from_angles(jnp.linspace(0.1, 0.4, 4), jnp.zeros(4))
-    assert not _factors_with_lapack(chain4, 0.0, q, qd)
+    assert not _factors_with_lapack(chain4, 0.0, q, qd, {})
+    lapack = {"uk_solver": ukjax.Regularized(kernels=ukjax.LapackKernels())}
+    assert _factors_with_lapack(chain4, 0.0, q, qd, lapack)  # the user's own kernels
+    one = jnp.ones(1)  # a ball on the floor: one coordinate, one contact, unrolled throughout
+    assert not _factors_with_lapack(BouncingBall(), 0.0, one, 0 * one, {})
+    blocks = jnp.zeros(4)  # two blocks, two frictional contacts: LAPACK at events
+    assert _factors_with_lapack(TwoBlockFriction(), 0.0, blocks, blocks, {})
     assert isinstance(batched_solver(ukjax.RK4(), lapack=False), Unrolled)
     assert isinstance(batched_solver(ukjax.RK4(), lapack=True), ukjax.StageLoop)
 
@@ -442,3 +450,49 @@ def test_a_sweep_of_a_dense_16_coordinate_chain_with_rk4_finishes():
     assert run.returncode == 0, run.stderr
     ok, err = run.stdout.split()
     assert ok == "True" and float(err) < 1e-12
+
+
+_ROCKING_BLOCKS = """
+import jax, jax.numpy as jnp, numpy as np, ukjax
+jax.config.update("jax_enable_x64", True)
+
+class Block(ukjax.System):  # Housner's block in (x, y, theta), rough bottom corners
+    b: float = 0.2
+    h: float = 0.6
+
+    def mass_matrix(self, t, q):
+        return jnp.diag(jnp.array([1.0, 1.0, (self.b**2 + self.h**2) / 3]))
+
+    def forces(self, t, q, qd):
+        return jnp.array([0.0, -9.81, 0.0])
+
+    def unilateral(self, t, q):
+        side = jnp.array([-1.0, 1.0])
+        return q[1] + side * self.b * jnp.sin(q[2]) - self.h * jnp.cos(q[2])
+
+    def friction(self, t, q):
+        side = jnp.array([-1.0, 1.0])
+        lever = -side * self.b * jnp.sin(q[2]) + self.h * jnp.cos(q[2])
+        return jnp.stack([jnp.ones(2), jnp.zeros(2), lever], axis=1), 1.0, 1.0
+
+th = np.random.default_rng(0).uniform(0.05, 0.15, 1024)
+q0 = np.stack([np.zeros_like(th), 0.2 * np.sin(th) + 0.6 * np.cos(th), th], axis=1)
+ts = np.linspace(0.0, 2.0, 11)
+res = ukjax.sweep(Block(), q0, np.zeros_like(q0), ts, progress=False)
+one = ukjax.simulate(Block(), q0[5], np.zeros(3), ts)
+print(bool(res.ok.all()), float(np.max(np.abs(res.q[5] - one.q))))
+"""
+
+
+@pytest.mark.slow
+def test_a_sweep_of_rocking_blocks_at_the_defaults_finishes():
+    """A hybrid run of 3 coordinates factors with LAPACK in its event code: 1024 rocking
+    blocks in one chunk never finished (`benchmarks/RESULTS.md`, stop 78); the default
+    sweep (one chunk at a time, 256 each, the stages in a loop) finishes, equal to a single
+    `simulate` of one of its members."""
+    run = subprocess.run(
+        [sys.executable, "-c", _ROCKING_BLOCKS], capture_output=True, text=True, timeout=400
+    )
+    assert run.returncode == 0, run.stderr
+    ok, err = run.stdout.split()
+    assert ok == "True" and float(err) < 1e-10

@@ -3,12 +3,12 @@
 import functools
 
 import jax
-import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_xla import primitives
 
 import ukjax
 from references import null_space, random_constraints, random_spd, uk_reference
@@ -321,15 +321,6 @@ def test_jit_and_vmap(rng):
         )
 
 
-def _primitives(jaxpr) -> set:
-    names = set()
-    for eqn in jaxpr.eqns:
-        names.add(eqn.primitive.name)
-        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-            names |= _primitives(sub)
-    return names
-
-
 def test_the_kernels_follow_the_larger_of_M_and_the_gram_matrix():
     """A few coordinates under many constraint rows (a box's eight frictional corners: 25
     rows on 7 coordinates) factor the m x m Gram matrix with LAPACK, not unrolled: unrolled
@@ -342,8 +333,8 @@ def test_the_kernels_follow_the_larger_of_M_and_the_gram_matrix():
     for m, lapack in ((4, False), (12, True)):
         A = jnp.asarray(rng.standard_normal((m, n)))
         b = A @ jnp.ones(n)  # consistent: the rows are redundant but agree
-        jaxpr = jax.make_jaxpr(lambda A, b: ukjax.uk_terms(M, Q, A, b))(A, b).jaxpr
-        assert ("cholesky" in _primitives(jaxpr)) == lapack, m
+        used = primitives(lambda A, b: ukjax.uk_terms(M, Q, A, b), A, b)
+        assert ("cholesky" in used) == lapack, m
         terms = ukjax.uk_terms(M, Q, A, b)
         np.testing.assert_allclose(A @ terms.qdd, b, atol=1e-9)
 
@@ -366,8 +357,7 @@ def test_the_projection_chooses_its_kernels_as_the_uk_solve_does():
     for copies, lapack in ((1, False), (10, True)):
         system = Repeated(copies)
         project = lambda q, v: ukjax.project_initial_conditions(system, 0.0, q, v)
-        jaxpr = jax.make_jaxpr(project)(q0, qd0).jaxpr
-        assert ("cholesky" in _primitives(jaxpr)) == lapack, copies
+        assert ("cholesky" in primitives(project, q0, qd0)) == lapack, copies
         q, qd = project(q0, qd0)
         np.testing.assert_allclose(q @ q, 1.0, atol=1e-12)
         np.testing.assert_allclose(q @ qd, 0.0, atol=1e-12)

@@ -16,7 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._constraints import rows as constraint_rows
-from ._kernels import UNROLL_MAX_N
+from ._friction import declares_friction, tangent_dim
+from ._kernels import LAPACK
+from ._latches import num_latches
 from ._probe import probe_indexing
 from ._results import NAMES, name_of
 from ._simulate import _check_ts
@@ -35,6 +37,7 @@ from ._sweep_store import (
     system_signature,
 )
 from ._system import System, check_state
+from ._uk_solvers import check_uk_solver
 from ._unrolled import batched_solver
 
 
@@ -265,12 +268,25 @@ class _Progress:
         print(("\r" if self.tty else "") + line, end=end, file=sys.stderr, flush=True)
 
 
-def _factors_with_lapack(system: System, t, q, qd) -> bool:
-    """Whether the UK solve of `system` factors matrices of more than
-    :data:`ukjax._kernels.UNROLL_MAX_N` rows (M, n x n, or the Gram matrix, m x m), which
-    :class:`ukjax.AutoKernels` hands to LAPACK."""
+def _factors_with_lapack(system: System, t, q, qd, simulate_kwargs: dict) -> bool:
+    r"""Whether the run's UK solves factor a matrix with LAPACK anywhere in its program:
+    the kernels of its `uk_solver` (:class:`ukjax.Regularized`'s by default) for the
+    larger of the n coordinates and the rows of the Gram matrix (the bilateral rows, and
+    in a run with contacts each contact's normal and tangent rows), in the stages, and in
+    a hybrid run (contacts, impulses or latches) also in the code that runs at events
+    (:meth:`ukjax.AbstractKernels.at_events`: LAPACK from 3 coordinates by default). A
+    sweep of Housner's rocking block (3 coordinates, 2 contacts) on two threads never
+    finished while only the stages' kernels were asked (`benchmarks/RESULTS.md`, stop 78)."""
+    kernels = check_uk_solver(simulate_kwargs.get("uk_solver")).kernels
     A = jax.eval_shape(lambda q_, qd_: constraint_rows(system, t, q_, qd_)[0], q, qd)
-    return max(q.shape[0], A.shape[0]) > UNROLL_MAX_N
+    gaps = jax.eval_shape(lambda q_: system.unilateral(t, q_), q)
+    k = 0 if gaps is None else gaps.shape[0]
+    d = tangent_dim(system, t, q) if k and declares_friction(system, t, q) else 0
+    size = max(q.shape[0], A.shape[0] + k * (1 + d))
+    hybrid = bool(k) or num_latches(system, t, q) > 0
+    hybrid = hybrid or simulate_kwargs.get("impulses") is not None
+    everywhere = [kernels, kernels.at_events()] if hybrid else [kernels]
+    return any(used.ops(size) is LAPACK for used in everywhere)
 
 
 def _cores() -> int:
@@ -282,13 +298,19 @@ def _cores() -> int:
 
 
 CPU_CHUNK = 1024  # the default chunk on the CPU backend
+# ... and where the program factors with LAPACK: a sweep of 1024 rocking blocks (LAPACK in
+# its event code) never finished in chunks of 1024 and ran in chunks of 256 (RESULTS, stop 78)
+CPU_LAPACK_CHUNK = 256
 ACCELERATOR_CHUNK = 16384  # per device, the default on a GPU/TPU (RESULTS, GPU section)
 
 
-def _default_chunk(out, devices: list, n_saves: int, n: int, itemsize: int) -> int:
+def _default_chunk(
+    out, devices: list, n_saves: int, n: int, itemsize: int, lapack: bool = False
+) -> int:
     """`chunk_size` when none is given: that of the sweep already in `out` (a resumed sweep
     keeps its chunks, whatever the machine); else CPU_CHUNK on the CPU backend, where a
-    chunk runs on one core and the cores share the batch, and on an accelerator
+    chunk runs on one core and the cores share the batch (CPU_LAPACK_CHUNK where the
+    program factors with LAPACK, `lapack`: :func:`_factors_with_lapack`), and on an accelerator
     ACCELERATOR_CHUNK per device (a GPU runs a chunk's steps in lockstep across the
     batch; one wide chunk keeps it busy where many small ones wait on each step's
     latency), fewer where a chunk's saves would not fit in an eighth of the device's
@@ -298,7 +320,7 @@ def _default_chunk(out, devices: list, n_saves: int, n: int, itemsize: int) -> i
     first = devices[0]
     platform = jax.default_backend() if first is None else first.platform
     if platform == "cpu":
-        return CPU_CHUNK
+        return CPU_LAPACK_CHUNK if lapack else CPU_CHUNK
     stats = first.memory_stats() if first is not None else None
     limit = (stats or {}).get("bytes_limit", 2**34)
     per_trajectory = 3 * 2 * n_saves * n * itemsize
@@ -480,8 +502,11 @@ def sweep(
       system fields (e.g. ``{"length": lengths}``).
     - `out`: folder for the chunk files (``None``: keep everything in memory).
     - `chunk_size`: trajectories per chunk at most (rounded up to a multiple of the device
-      count). Default: that of the sweep already in `out`, else 1024 on the CPU backend and
-      16384 per device on a GPU or TPU (fewer where a chunk's saves would take more than an
+      count). Default: that of the sweep already in `out`, else 1024 on the CPU backend
+      (256 where the run's UK solves factor with LAPACK: more than 8 coordinates or
+      constraint rows, or a hybrid run of 3 or more coordinates, whose event code does;
+      in chunks of 1024 such a batch could wait forever on XLA:CPU) and 16384 per device
+      on a GPU or TPU (fewer where a chunk's saves would take more than an
       eighth of its memory): a GPU advances a chunk's trajectories in lockstep, and many
       small chunks leave it waiting on each step's latency (``benchmarks/RESULTS.md``, GPU
       section). Give it explicitly when workers on different kinds of machine share one
@@ -504,10 +529,11 @@ def sweep(
       saved (in the order of ``i``).
     - `workers`: how many chunks run at once, each on its own thread of this process.
       ``None`` (default): on the CPU backend one per core this process may use (divided by
-      the number of devices the batch is sharded over), elsewhere 1; also 1 for a system
-      whose UK solve factors matrices of more than 8 rows (M or the Gram matrix: LAPACK's
-      kernels), which XLA:CPU (jaxlib 0.10.2) was seen never to finish when two threads
-      ran it at once (``benchmarks/RESULTS.md``, stop 76). XLA:CPU runs such a
+      the number of devices the batch is sharded over), elsewhere 1; also 1 for a run
+      whose UK solves factor with LAPACK (matrices of more than 8 rows, M or the Gram
+      matrix, or the event code of a hybrid run of 3 or more coordinates), which XLA:CPU
+      (jaxlib 0.10.2) was seen never to finish when two threads ran it at once
+      (``benchmarks/RESULTS.md``, stops 76 and 78). XLA:CPU runs such a
       program on the thread that calls it, on one core, so a plain ``vmap`` of
       :func:`simulate` uses one core however wide it is. The default runs no more chunks
       at once than fit in a quarter of the machine's memory (three copies of a chunk's
@@ -566,14 +592,15 @@ def sweep(
     if executor is not None:  # each task runs on its worker's default device
         devices = [None]
     devices = list(jax.local_devices() if devices is None else devices)
-    lapack = _factors_with_lapack(system, ts[0], q_first, qd_first)
+    lapack = _factors_with_lapack(system, ts[0], q_first, qd_first, simulate_kwargs)
     n_workers = 1 if executor is not None else _workers(workers, devices, lapack)
     # in memory, a small batch is cut so that every worker has a chunk; with `out`, the
     # chunks are `chunk_size` whatever the machine (a sweep resumes on another one)
     spread = n_workers if out is None and executor is None else 1
     if chunk_size is None:
         n_saves = 1 if save_final_only else ts.shape[0]
-        chunk_size = _default_chunk(out, devices, n_saves, q_first.shape[0], q_first.itemsize)
+        n, size = q_first.shape[0], q_first.itemsize
+        chunk_size = _default_chunk(out, devices, n_saves, n, size, lapack)
     plan = _plan(B, chunk_size, devices, vector_width, spread)
     simulate_kwargs.setdefault("throw", False)
     layout = Layout(len(plan.devices), plan.per_device, plan.width, save_final_only)

@@ -66,8 +66,9 @@ def batched_solver(
     :func:`ukjax.simulate`) for the `solver` it is given (`None`:
     :func:`ukjax.simulate`'s default, `Dopri8`): an :func:`unrollable` method as
     :class:`Unrolled` when it has at most :data:`SWEEP_STAGES` stages and its stages do
-    not factor with LAPACK (`lapack`: the UK solve factors matrices of more than
-    :data:`ukjax._kernels.UNROLL_MAX_N` rows), as :class:`ukjax.StageLoop` otherwise;
+    not factor with LAPACK (`lapack`: the run's UK solves factor a matrix with LAPACK
+    somewhere in its program, :func:`ukjax._sweep._factors_with_lapack`), as
+    :class:`ukjax.StageLoop` otherwise;
     anything else as it is,
     except that a method whose dense output :mod:`ukjax._dense` knows gets it as
     :class:`ukjax._dense.PolynomialOutput`. A solver the user wrapped (`Unrolled`,
