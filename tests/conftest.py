@@ -39,9 +39,7 @@ _made_cache: list[str] = []
 def pytest_configure(config):
     if os.environ.get("UKJAX_TEST_XLA_CACHE", "1") == "0":
         return
-    if os.environ.get("JAX_COMPILATION_CACHE_DIR") or jax.config.values.get(
-        "jax_compilation_cache_dir"
-    ):
+    if jax.config.values.get("jax_compilation_cache_dir"):  # JAX_COMPILATION_CACHE_DIR too
         return
     base = os.environ.get(_CACHE_VARIABLE)
     if not base:

@@ -93,18 +93,21 @@ class _Device:
 
 
 def test_default_chunk_size_by_device(tmp_path):
-    from ukjax._sweep import ACCELERATOR_CHUNK, CPU_CHUNK, _default_chunk
+    from ukjax._sweep import ACCELERATOR_CHUNK, CPU_CHUNK, CPU_LAPACK_CHUNK, _default_chunk
 
     item = 8
-    assert _default_chunk(None, [_Device("cpu")] * 2, 301, 3, item) == CPU_CHUNK
+    assert _default_chunk(None, [_Device("cpu")] * 2, 301, 3, item, False) == CPU_CHUNK
+    assert _default_chunk(None, [_Device("cpu")], 301, 3, item, True) == CPU_LAPACK_CHUNK
     gpu = _Device("gpu", 80 * 2**30)  # 80 GiB: the double rod's saves fit
-    assert _default_chunk(None, [gpu], 301, 3, item) == ACCELERATOR_CHUNK
-    assert _default_chunk(None, [gpu, gpu], 301, 3, item) == 2 * ACCELERATOR_CHUNK
+    assert _default_chunk(None, [gpu], 301, 3, item, False) == ACCELERATOR_CHUNK
+    assert _default_chunk(None, [gpu, gpu], 301, 3, item, False) == 2 * ACCELERATOR_CHUNK
     # 1,001 saves of 30 coordinates: 1.44 MB per trajectory; an eighth of 80 GiB holds fewer
     per = 3 * 2 * 1_001 * 30 * item
-    assert _default_chunk(None, [gpu], 1_001, 30, item) == 80 * 2**30 // 8 // per < 16384
-    assert _default_chunk(None, [_Device("gpu", 2**20)], 1_001, 30, item) == 1  # at least one
-    assert _default_chunk(None, [_Device("tpu")], 301, 3, item) == ACCELERATOR_CHUNK
+    assert _default_chunk(None, [gpu], 1_001, 30, item, False) == 80 * 2**30 // 8 // per < 16384
+    assert (
+        _default_chunk(None, [_Device("gpu", 2**20)], 1_001, 30, item, False) == 1
+    )  # at least one
+    assert _default_chunk(None, [_Device("tpu")], 301, 3, item, False) == ACCELERATOR_CHUNK
 
 
 @pytest.mark.slow  # default-suite time; the same paths run in other default tests

@@ -304,9 +304,7 @@ CPU_LAPACK_CHUNK = 256
 ACCELERATOR_CHUNK = 16384  # per device, the default on a GPU/TPU (RESULTS, GPU section)
 
 
-def _default_chunk(
-    out, devices: list, n_saves: int, n: int, itemsize: int, lapack: bool = False
-) -> int:
+def _default_chunk(out, devices: list, n_saves: int, n: int, itemsize: int, lapack: bool) -> int:
     """`chunk_size` when none is given: that of the sweep already in `out` (a resumed sweep
     keeps its chunks, whatever the machine); else CPU_CHUNK on the CPU backend, where a
     chunk runs on one core and the cores share the batch (CPU_LAPACK_CHUNK where the
