@@ -32,7 +32,7 @@ def _only_tracked_tests() -> bool:
         ).stdout.split()
     except (OSError, subprocess.SubprocessError):
         return False  # no git, or not a checkout: XLA's defaults
-    name = lambda path: os.path.basename(path)
+    name = os.path.basename
     is_test = lambda f: (
         f.endswith(".py")
         and (name(f).startswith("test_") or f.endswith("_test.py") or name(f) == "conftest.py")
@@ -42,10 +42,12 @@ def _only_tracked_tests() -> bool:
 
 def _fast_compile() -> bool:
     chosen = os.environ.get("UKJAX_TEST_FAST_COMPILE", "")
-    return chosen not in ("", "0") if chosen else _only_tracked_tests()
+    return chosen != "0" if chosen else _only_tracked_tests()
 
 
 FAST_COMPILE = _fast_compile()
+# the run's first process decides; its pytest-xdist workers inherit the decision
+os.environ["UKJAX_TEST_FAST_COMPILE"] = "1" if FAST_COMPILE else "0"
 if FAST_COMPILE:
     _flags = os.environ.get("XLA_FLAGS", "")
     _extra = [f for f in _FAST_COMPILE_FLAGS if f.split("=")[0] not in _flags]
