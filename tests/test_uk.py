@@ -12,7 +12,7 @@ from test_xla import primitives
 
 import ukjax
 from references import null_space, random_constraints, random_spd, uk_reference
-from ukjax._kernels import LAPACK, UNROLLED
+from ukjax._kernels import LAPACK, UNROLLED, diagonal
 
 
 SOLVERS = {
@@ -246,6 +246,76 @@ def test_one_factor_solves_and_products_of_both_kernels_are_numpys(rng, n):
     g_unrolled, g_lapack = loss(UNROLLED), loss(LAPACK)
     assert np.abs(g_lapack[lower]).min() > 0  # every lower entry has a derivative
     np.testing.assert_allclose(g_unrolled[lower], g_lapack[lower], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 3), (3, 1)])
+def test_the_one_entry_and_one_column_kernels_equal_lapacks(rng, shape):
+    """The unrolled kernels' shortcuts for a one-coordinate system (1 x 1 factor, one
+    column: a product is a broadcast, B B^T an outer product) equal the LAPACK kernels'
+    values and reverse-mode derivatives, NaN where a 1 x 1 M is not positive."""
+    m, k = shape
+    A, X, x = (jnp.asarray(rng.standard_normal(s)) for s in ((m, 1), (1, k), (1,)))
+    M = jnp.asarray([[2.5]])
+    ops_of = lambda ops: (
+        ops.cholesky(M),
+        ops.matmul(A, X),
+        ops.matmul(A, x),
+        ops.gram(A),
+        ops.norm(x),
+        ops.norm(X),
+    )
+    for got, want in zip(ops_of(UNROLLED), ops_of(LAPACK)):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14)
+    assert np.isnan(UNROLLED.cholesky(jnp.asarray([[-1.0]]))).all()
+
+    def grads(ops):
+        parts = lambda M, A, X: (ops.cholesky(M), ops.matmul(A, X), ops.gram(A), ops.norm(X))
+        loss = lambda *args: sum(jnp.sum(jnp.sin(o)) for o in parts(*args))
+        return jax.grad(loss, argnums=(0, 1, 2))(M, A, X)
+
+    for g_u, g_l in zip(grads(UNROLLED), grads(LAPACK)):
+        np.testing.assert_allclose(g_u, g_l, rtol=1e-12, atol=1e-14)
+
+
+def test_one_coordinate_uk_solves_of_both_kernels_agree(rng):
+    """A UK solve of one coordinate under one and under two (redundant) rows: the
+    unrolled kernels' shortcuts give LAPACK's acceleration and Jacobians, and the
+    reference's acceleration."""
+    M = jnp.asarray([[1.7]])
+    Q = jnp.asarray([-3.0])
+    C = jnp.asarray([0.4])
+    for A, b in ((jnp.asarray([[2.0]]), jnp.asarray([1.0])),
+                 (jnp.asarray([[2.0], [4.0]]), jnp.asarray([1.0, 2.0]))):  # fmt: skip
+        want = uk_reference(np.asarray(M), np.asarray(Q), np.asarray(A), np.asarray(b))
+        jac = lambda k: jax.jacfwd(
+            lambda *x: ukjax.udwadia_kalaba(*x, uk_solver=SOLVERS[k]), argnums=(0, 1, 2, 3)
+        )(M, Q, A, b)
+        for k in ("unrolled", "lapack"):
+            got = ukjax.udwadia_kalaba(M, Q, A, b, uk_solver=SOLVERS[k])
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+            assert np.isfinite(ukjax.udwadia_kalaba(M, Q, A, b, C, uk_solver=SOLVERS[k])).all()
+        for J_u, J_l in zip(jac("unrolled"), jac("lapack")):
+            assert np.all(np.isfinite(J_u))
+            np.testing.assert_allclose(J_u, J_l, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5])
+def test_diagonal_is_numpys_without_a_gather_or_a_branch(rng, n):
+    """`diagonal` (one strided slice) equals NumPy's diagonal in value, its derivative is
+    the identity on the diagonal, and its program holds neither the gather nor the
+    per-platform branch of `jnp.diagonal`; a stack of matrices or a rectangular one is
+    `jnp.diagonal`'s of the last two axes."""
+    X = rng.standard_normal((n, n))
+    np.testing.assert_array_equal(diagonal(jnp.asarray(X)), np.diagonal(X))
+    used = primitives(diagonal, jnp.asarray(X))
+    assert not used & {"gather", "cond", "platform_index"}, used
+    if n:
+        W = rng.standard_normal(n)
+        g = jax.grad(lambda X: jnp.sum(W * diagonal(X)))(jnp.asarray(X))
+        np.testing.assert_array_equal(g, np.diag(W))
+    for Y in (rng.standard_normal((3, n, n)), rng.standard_normal((n + 1, n + 2))):
+        np.testing.assert_array_equal(diagonal(jnp.asarray(Y)), np.diagonal(Y, axis1=-2, axis2=-1))
 
 
 def test_cholesky_method_is_wrong_for_redundant_rows_but_auto_is_exact(rng):

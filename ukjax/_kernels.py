@@ -73,12 +73,26 @@ def unpack(X: jax.Array) -> list[jax.Array]:
     return [r.reshape(X.shape[1:]) for r in jax.lax.split(X, [1] * X.shape[0], axis=0)]
 
 
+def diagonal(X: jax.Array) -> jax.Array:
+    """The diagonal of a square matrix as one strided slice of its entries.
+
+    `jnp.diagonal` traces a gather and a branch per platform (about 20 equations and two
+    nested programs, each traced and batched again under `vmap`); the UK solves take a
+    dozen diagonals per step of a hybrid run."""
+    if X.ndim != 2 or X.shape[0] != X.shape[1]:
+        return jnp.diagonal(X, axis1=-2, axis2=-1)
+    n = X.shape[0]
+    return X.reshape(-1)[:: n + 1] if n > 1 else X.reshape(n)
+
+
 def _entries(X: jax.Array) -> list[list[jax.Array]]:
     """The scalars X[i, j] of a matrix as nested lists (two levels of :func:`unpack`)."""
     return [unpack(r) for r in unpack(X)]
 
 
 def _cholesky_unrolled(M: jax.Array) -> jax.Array:
+    if M.shape == (1, 1):  # one entry: its square root (NaN where M is not positive)
+        return jnp.sqrt(M)
     # Symmetrised input, as jnp.linalg.cholesky(symmetrize_input=True): same derivative
     # (dM + dM^T)/2 for non-symmetric tangents.
     Ms = _entries(0.5 * (M + M.T))
@@ -137,6 +151,9 @@ class Triangular(NamedTuple):
 def _triangular_unrolled(L: jax.Array) -> Triangular:
     if L.shape[0] == 0:  # nothing to solve: X has no rows either
         return Triangular(lambda X: X, lambda X: X, lambda X: X, lambda X: X)
+    if L.shape[0] == 1:  # one entry l: every solve and product is elementwise
+        l = L.reshape(())
+        return Triangular(lambda X: X / l, lambda X: X / l, lambda X: X / (l * l), lambda X: l * X)
     Ls = _entries(L)
 
     def times(X):  # L's lower triangle only: its upper entries are zeros
@@ -170,7 +187,7 @@ def _sum_of_outer(cols: list[jax.Array], rows: list[jax.Array], shape, dtype) ->
     to YNNPACK, at about 100 ns per batch member and reduction (jax-ml/jax#37465)."""
     if not cols:
         return jnp.zeros(shape, dtype)
-    outer = lambda c, r: c * r if r.ndim == 0 else c[:, None] * r[None, :]
+    outer = lambda c, r: c * r if r.ndim == 0 else c.reshape(-1, 1) * r.reshape(1, -1)
     acc = outer(cols[0], rows[0])
     for c, r in zip(cols[1:], rows[1:]):
         acc = acc + outer(c, r)
@@ -180,11 +197,16 @@ def _sum_of_outer(cols: list[jax.Array], rows: list[jax.Array], shape, dtype) ->
 def _matmul_unrolled(A: jax.Array, X: jax.Array) -> jax.Array:
     """$AX$ for X (k,) or (k, p): a sum over the columns of A (fuses under vmap)."""
     shape = (A.shape[0],) + X.shape[1:]
+    if A.shape[1] == 1:  # one column times one row: a broadcast product
+        return (A * X).reshape(shape)  # (m, 1) times (1,) or (1, p)
     return _sum_of_outer(unpack(A.T), unpack(X), shape, jnp.result_type(A, X))
 
 
 def norm_unrolled(X: jax.Array) -> jax.Array:
     """The 2-norm of a vector (Frobenius of a matrix) as a chain of multiply-adds."""
+    if X.size == 1:
+        x = X.reshape(())
+        return jnp.sqrt(x * x)
     entries = unpack(X.reshape(-1))
     total = jnp.zeros((), X.dtype)
     for x in entries:
@@ -194,6 +216,8 @@ def norm_unrolled(X: jax.Array) -> jax.Array:
 
 def _gram_unrolled(B: jax.Array) -> jax.Array:
     """$BB^T$: a sum of outer products of the columns of B (fuses under vmap)."""
+    if B.shape[1] == 1:  # one column b: b b^T
+        return B * B.T
     cols = unpack(B.T)
     return _sum_of_outer(cols, cols, (B.shape[0], B.shape[0]), B.dtype)
 

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ._kernels import LAPACK, DenseOps, Triangular
+from ._kernels import LAPACK, DenseOps, Triangular, diagonal
 from ._precision import full_precision
 from ._xla import eager_jit
 
@@ -95,7 +95,7 @@ def full_rank_solve(B: jax.Array, e: jax.Array, ops: DenseOps = LAPACK):
     m = B.shape[0]
     G = ops.gram(B)
     Lg = ops.cholesky(jax.lax.stop_gradient(G))
-    d = jnp.diagonal(Lg)
+    d = diagonal(Lg)
     eps = jnp.finfo(B.dtype).eps
     ok = jnp.all(jnp.isfinite(Lg)) & (jnp.min(d) > eps**0.25 * jnp.max(d))
     G_safe = jnp.where(ok, G, jnp.eye(m, dtype=B.dtype))
@@ -186,7 +186,7 @@ def regularized_iterates(
 ) -> Iterates:
     """:func:`regularized_solve` with its intermediates."""
     G = ops.gram(B)
-    diag = jnp.diagonal(G)
+    diag = diagonal(G)
     positive = diag > 0
     d = jnp.where(positive, jax.lax.rsqrt(jnp.where(positive, diag, 1.0)), 0.0)
     Bh = d[:, None] * B

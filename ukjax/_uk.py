@@ -45,6 +45,7 @@ from jaxtyping import Array, ArrayLike, Float
 from ._batching import any_member
 from ._errors import print_each
 from ._folds import largest, smallest
+from ._kernels import diagonal
 from ._precision import full_precision
 from ._results import RESULTS, first_failure, message
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
@@ -157,10 +158,10 @@ def factored(L, M, relative: float | None = None) -> jax.Array:
     later pivot $L_{ii}^2 = M_{ii} - \sum_{k<i} L_{ik}^2$, which a NaN or infinite entry
     makes NaN (and a failed LAPACK factorisation is NaN throughout), so the check reads
     the n pivots, not the n^2 entries (at every stage of a run, under a wide `vmap`)."""
-    pivots = jnp.diagonal(L) ** 2
+    pivots = diagonal(L) ** 2
     eps = float(jnp.finfo(M.dtype).eps)
     relative = M.shape[0] * eps if relative is None else relative
-    floor = relative * largest(jnp.abs(jnp.diagonal(M)))
+    floor = relative * largest(jnp.abs(diagonal(M)))
     # largest(pivots) is NaN or infinite if any pivot is; smallest(...) > floor is False
     # on a NaN (folds, not reductions: :mod:`ukjax._folds`)
     return jnp.isfinite(largest(pivots)) & (smallest(pivots) > floor)
@@ -202,7 +203,7 @@ def complete_mass(M, Q, A, b) -> tuple[jax.Array, jax.Array | None]:
         True
     """
     tiny = jnp.finfo(M.dtype).tiny
-    inertia = jnp.maximum(jnp.mean(jnp.abs(jnp.diagonal(M))), tiny)
+    inertia = jnp.maximum(jnp.mean(jnp.abs(diagonal(M))), tiny)
     s = inertia / jnp.maximum(jnp.sum(A * A) / A.shape[0], tiny)
     return M + s * (A.T @ A), None if Q is None else Q + s * (A.T @ b)
 
@@ -280,14 +281,14 @@ def failures(terms: UKTerms, M, others, consistency_tol=None, infeasibility=None
     asym, min_diagonal = terms.relative_asymmetry, terms.min_diagonal
     if asym is None:
         apart = largest(jnp.abs(M - M.T))  # NaN or infinite where an entry is
-        asym = apart / jnp.maximum(largest(jnp.abs(jnp.diagonal(M))), tiny)
+        asym = apart / jnp.maximum(largest(jnp.abs(diagonal(M))), tiny)
         finite = [jnp.isfinite(apart)]
     else:
         finite = [jnp.all(jnp.isfinite(M))]
     finite += [jnp.all(jnp.isfinite(v)) for v in others]
     nonfinite = ~jnp.all(jnp.stack(finite))
     if min_diagonal is None:
-        min_diagonal = smallest(jnp.diagonal(M))
+        min_diagonal = smallest(diagonal(M))
     not_spd = (asym > 1e3 * jnp.finfo(dtype).eps) | ~terms.spd_ok
     inconsistent = terms.inconsistency > tol
     ok = ~nonfinite & ~not_spd & ~inconsistent

@@ -53,7 +53,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ._kernels import DenseOps, Triangular
+from ._kernels import DenseOps, Triangular, diagonal
 from ._linalg import regularized_iterates
 from ._uk_formula import Solved, uk_formula
 
@@ -110,7 +110,7 @@ def _regularized_uk_jvp(ops, tau, K, primals, tangents):
     # dG = dA P + P^T dA^T - P^T dM P, and the row scales' tangent
     dAP = mm(dA, p.P)
     dG = dAP + dAP.T - mm(p.P.T, mm(dM, p.P))
-    dd = -0.5 * p.d**3 * jnp.diagonal(dG)
+    dd = -0.5 * p.d**3 * diagonal(dG)
     dG_rows = dd[:, None] * p.G + p.d[:, None] * dG
     dGh = dG_rows * p.d[None, :] + (p.d[:, None] * p.G) * dd[None, :]  # d(D G D)
     # dE
