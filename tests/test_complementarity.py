@@ -365,6 +365,7 @@ def test_a_tall_block_dropped_on_a_very_rough_floor_never_meets_an_unsolvable_co
     assert lowest.min() > -1e-9
 
 
+@pytest.mark.slow  # default suite's time (benchmarks/RESULTS.md, stop 84)
 def test_rocking_block_comes_to_rest_on_both_corners():
     block, th0 = Block(), 0.15
     q0 = jnp.array([0.0, block.b * np.sin(th0) + block.h * np.cos(th0), th0])
@@ -411,6 +412,7 @@ def test_newtons_cradle_on_a_line_passes_the_momentum_ball_by_ball(gap):
     np.testing.assert_allclose(sol.events.normal_impulse[:2], [1.0, 1.0], rtol=1e-12)  # m v
 
 
+@pytest.mark.slow  # default suite's time (benchmarks/RESULTS.md, stop 84)
 def test_newtons_cradle_simultaneous_model_is_an_option():
     # Impact(simultaneous=True): the touching contact shares the impact, the LCP of both:
     # P12 = 4v/3, P23 = 2v/3 -> (-v/3, 2v/3, 2v/3), momentum and energy-consistent (e = 1 on

@@ -58,6 +58,7 @@ def _drop(h0, e):
     )
 
 
+@pytest.mark.slow  # default suite's time (benchmarks/RESULTS.md, stop 84)
 def test_a_touch_down_slower_than_persist_below_is_logged_as_an_engagement():
     # no gravity: the ball closes at its initial speed and rests at the floor afterwards
     ts = jnp.linspace(0.0, 0.02, 3)

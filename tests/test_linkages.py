@@ -40,6 +40,7 @@ def test_fourbar_acceleration_matches_multipliers():
         np.testing.assert_allclose(ukjax.acceleration(fb, 0.0, q, qd), ref, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.slow  # default suite's time (benchmarks/RESULTS.md, stop 84)
 def test_fourbar_motion_keeps_loop_closed_and_energy():
     jax.config.update("jax_enable_x64", True)
     fb = FourBarLinkage()

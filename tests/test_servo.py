@@ -198,6 +198,7 @@ class HoldAngle(ukjax.Servo):
         return jnp.array([q[1] - self.angle])
 
 
+@pytest.mark.slow  # default suite's time (benchmarks/RESULTS.md, stop 84)
 def test_a_servo_where_the_actuators_lose_their_hold_is_infeasible():
     """Holding the pendulum horizontal with the cart force alone: at theta = pi/2 the
     cart force has no effect on theta'' (S = A_s M^-1 G is zero up to round-off), so the
