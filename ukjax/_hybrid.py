@@ -5,10 +5,11 @@ segment ends at the first downward zero crossing of a contact law's event value 
 by diffrax's root finder on the step's dense output, so events are taken in time order,
 simultaneous ones together) or at a prescribed impulse. The mode change, the velocity jump
 (:class:`ukjax.Impact`, :class:`ukjax.Impulses`) and the event record are then applied and
-the next segment starts there. The loop is an `equinox.internal.while_loop` with a bound
-(`max_events`): under `jax.vmap` every member keeps its own event times and modes, and it
-is differentiable in reverse mode (the event times carry their implicit-function
-derivative through the root find).
+the next segment starts there. The loop has a bound (`max_events`): under `jax.vmap` every
+member keeps its own event times and modes, and it is differentiable in reverse mode by
+replaying its segments (:func:`ukjax._segment_adjoint.replayed_while`; the event times
+carry their implicit-function derivative through the root find), in forward mode as a
+plain `equinox.internal.while_loop` (`adjoint=diffrax.ForwardMode()`).
 
 The driver evaluates one :class:`ukjax._field.Field` in the segment's mode and never asks
 which laws it runs: at an event the contact law's
@@ -65,6 +66,7 @@ from ._initial import AbstractInitialConditions, InitialCheck
 from ._latches import acceleration_rows, initially_latched, latch_state
 from ._latches import velocity_rows as latch_velocity_rows
 from ._results import RESULTS
+from ._segment_adjoint import replayed_while
 from ._solution import Solution
 from ._stepping import Stepping
 from ._wrapped import probe_failures
@@ -662,15 +664,15 @@ class EventDriver(AbstractDriver):
             steps=jnp.zeros((), jnp.int32),
         )
         n_impulses = 0 if self.impulses is None else self.impulses.times.shape[0]
-        c = eqxi.while_loop(
-            lambda c: ~c.done,
-            lambda c: self._segment(c, ts),
-            batched_like(carry, (self, q0, qd0, ts)),  # each member ends on its own
-            max_steps=self.max_events + n_impulses + 2,
-            # reverse mode needs the checkpointed loop, forward mode a plain one, and both
-            # (diffrax's DirectAdjoint: second derivatives) a bounded one
-            kind=_loop_kind(self.stepping.adjoint),
-        )
+        carry = batched_like(carry, (self, q0, qd0, ts))  # each member ends on its own
+        bound = self.max_events + n_impulses + 2
+        kind = _loop_kind(self.stepping.adjoint)
+        if kind == "replayed":  # reverse mode: the segments replayed (ukjax._segment_adjoint)
+            c = replayed_while(_running, _segment_step, (self, ts), carry, bound, _recorded)
+        else:  # forward mode: a plain loop; both (DirectAdjoint: second order): a bounded one
+            c = eqxi.while_loop(
+                _running, lambda c: self._segment(c, ts), carry, max_steps=bound, kind=kind
+            )
         friction = self.field.friction
         return Solution(
             ts=ts,
@@ -711,8 +713,32 @@ class EventDriver(AbstractDriver):
             )
 
 
-def _loop_kind(adjoint: diffrax.AbstractAdjoint) -> Literal["lax", "checkpointed", "bounded"]:
-    """The kind of `eqxi.while_loop` over the segments that `adjoint` can differentiate."""
+def _loop_kind(adjoint: diffrax.AbstractAdjoint) -> Literal["lax", "replayed", "bounded"]:
+    """The loop over the segments that `adjoint` can differentiate: a plain
+    `eqxi.while_loop` (forward mode), a bounded one (forward and reverse), or, for
+    reverse mode, :func:`ukjax._segment_adjoint.replayed_while`."""
     if isinstance(adjoint, diffrax.ForwardMode):
         return "lax"
-    return "bounded" if isinstance(adjoint, diffrax.DirectAdjoint) else "checkpointed"
+    return "bounded" if isinstance(adjoint, diffrax.DirectAdjoint) else "replayed"
+
+
+def _running(c: _Carry) -> jax.Array:
+    return ~c.done
+
+
+def _segment_step(inputs, c: _Carry) -> _Carry:
+    driver, ts = inputs
+    return driver._segment(c, ts)
+
+
+def _recorded(c: _Carry) -> _Carry:
+    """Which leaves of the carry the replay records: not the saves or the event log's
+    entries (its count, yes), which the segments only write into."""
+    no = lambda tree: jax.tree_util.tree_map(lambda _: False, tree)
+    spec = jax.tree_util.tree_map(lambda _: True, c)
+    log = eqx.tree_at(lambda log: log.count, no(c.log), True)
+    return eqx.tree_at(
+        lambda s: (s.saved_q, s.saved_qd, s.saved_mode, s.log),
+        spec,
+        (False, False, no(c.saved_mode), log),
+    )
