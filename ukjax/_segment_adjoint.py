@@ -75,8 +75,7 @@ def replayed_while(
         >>> [float(g) for g in jax.grad(run, argnums=(0, 1))(0.5, 2.0)]  # 3 a^2 x, a^3
         [1.5, 0.125]
     """
-    carry = jtu.tree_map(lambda x: jnp.asarray(x) if isinstance(x, int | float) else x, carry)
-    out = _while((inputs, carry), _Loop(cond, body, max_steps, recorded))
+    out = _while((inputs, _as_arrays(carry)), _Loop(cond, body, max_steps, recorded))
     # a custom VJP gives its integer outputs (codes, counts, flags) instantiated zero
     # tangents, which a primitive without a derivative rule downstream (equinox's error
     # index) refuses: they carry none
@@ -117,6 +116,13 @@ def _while_fwd(perturbed, vjp_arg, loop: _Loop):
     return c, (i, record)
 
 
+def _as_arrays(tree):
+    """`tree` with its Python and NumPy numbers (JAX's typed constants among them) as
+    arrays, so that they are classified, partitioned and differentiated as arrays."""
+    number = lambda x: isinstance(x, int | float) or hasattr(x, "dtype")
+    return jtu.tree_map(lambda x: jnp.asarray(x) if number(x) else x, tree)
+
+
 def _floats(tree):
     """`tree`'s floating-point array leaves and the rest (:func:`equinox.partition`)."""
     return eqx.partition(tree, eqx.is_inexact_array)
@@ -136,8 +142,7 @@ def _zeros_for_none(like, grad):
 @_while.def_bwd
 def _while_bwd(residuals, grad_obj, perturbed, vjp_arg, loop: _Loop):
     count, record = residuals
-    # constants JAX passes as typed Python scalars, as arrays
-    inputs, carry = jtu.tree_map(lambda x: jnp.asarray(x) if hasattr(x, "dtype") else x, vjp_arg)
+    inputs, carry = _as_arrays(vjp_arg)  # JAX passes constants as typed Python scalars
     _, written = eqx.partition(carry, loop.recorded(carry))
     blank = jtu.tree_map(jnp.zeros_like, written)
     f_inputs, s_inputs = _floats(inputs)
