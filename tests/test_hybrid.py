@@ -449,3 +449,25 @@ def test_a_segment_hands_diffrax_its_own_saves_only():
         assert np.all(np.isnan(seg[n:]))
         back = np.asarray(jnp.roll(jnp.asarray(seg), shift))
         np.testing.assert_array_equal(np.isnan(back), ~np.asarray(inside))
+
+
+def test_the_event_log_records_an_entry_only_where_asked_and_drops_past_its_end():
+    """`EventLog.record(..., when=)`: an entry not made leaves every field and the count
+    as they were (a write past the end, not a select), also under vmap with a different
+    `when` per member; a full log keeps its entries and its count at its size."""
+    from ukjax._events import EventKind, EventLog
+
+    log = EventLog.empty(2, jnp.float64)
+    same = log.record(0.5, EventKind.IMPACT, 0, -1.0, 0.8, 2.0, 0.0, when=False)
+    for a, b in zip(jax.tree.leaves(same), jax.tree.leaves(log)):
+        np.testing.assert_array_equal(a, b)
+    one = log.record(0.5, EventKind.IMPACT, 0, -1.0, 0.8, 2.0, 0.0, when=True)
+    assert int(one.count) == 1 and float(one.time[0]) == 0.5 and np.isnan(one.time[1])
+    assert int(one.kind[0]) == EventKind.IMPACT and float(one.normal_impulse[0]) == 2.0
+    full = one.record(0.7, EventKind.SLIP, 1, 0.1, 0.2).record(0.9, EventKind.STICK, 1, 0.0, 0.0)
+    assert int(full.count) == 2 and list(np.asarray(full.time)) == [0.5, 0.7]
+    rec = lambda w: one.record(0.6, EventKind.RELEASE, 0, 0.0, 0.0, when=w)
+    batch = jax.vmap(rec)(jnp.array([True, False]))
+    assert list(np.asarray(batch.count)) == [2, 1]
+    assert float(batch.time[0, 1]) == 0.6 and np.isnan(batch.time[1, 1])
+    assert int(batch.kind[1, 1]) == EventKind.NONE

@@ -225,3 +225,32 @@ def test_an_eager_call_is_one_program_compiled_once(fn):
     for a, b in zip(jax.tree.leaves(again), jax.tree.leaves(inline)):
         np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-15)
     assert jax.tree.structure(first) == jax.tree.structure(again)
+
+
+def test_the_collector_is_paused_while_ukjax_traces_and_restored_after():
+    """Python's cyclic garbage collector is off inside ukjax's jit (while it traces) and
+    back as it was after: on after a call that found it on (also when the call raises),
+    still off after one that found it off."""
+    import gc
+
+    seen = []
+    probe = xla.jit(lambda x: seen.append(gc.isenabled()) or x + 1.0)
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        assert float(probe(jnp.asarray(1.0))) == 2.0
+        assert seen == [False] and gc.isenabled()
+        with pytest.raises(ZeroDivisionError), xla.collector_paused():
+            assert not gc.isenabled()
+            _ = 1 / 0
+        assert gc.isenabled()
+        gc.disable()
+        jax.jit(lambda x: probe(x))(jnp.asarray(2.0))  # inside a user's trace
+        assert seen == [False, False] and not gc.isenabled()
+        gc.enable()
+        sol = ukjax.simulate(
+            ukjax.systems.BouncingBall(), jnp.array([1.0]), jnp.zeros(1), jnp.linspace(0, 1, 3)
+        )
+        assert int(sol.events.count) >= 1 and gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -91,10 +91,23 @@ class EventLog(eqx.Module):
         return cls(nan, kinds, ints - 1, nan, nan, jnp.zeros((), jnp.int32), nan, nan)
 
     def record(
-        self, time, kind, contact, before, after, normal: Any = 0.0, tangential: Any = 0.0
+        self,
+        time,
+        kind,
+        contact,
+        before,
+        after,
+        normal: Any = 0.0,
+        tangential: Any = 0.0,
+        when: Any = True,
     ) -> EventLog:
-        """The log with one more entry (dropped when the log is full)."""
-        i = self.count
+        """The log with one more entry where `when` holds (dropped when the log is full).
+
+        An entry not made is a write past the end (`mode="drop"`), not a select between
+        the old and the new arrays: under `vmap` one scatter per field, not a scatter and a
+        select over the whole log."""
+        size = self.time.shape[0]
+        i = jnp.where(when, self.count, size)
         put = lambda arr, v: arr.at[i].set(jnp.asarray(v, arr.dtype), mode="drop")
         return EventLog(
             put(self.time, time),
@@ -102,7 +115,7 @@ class EventLog(eqx.Module):
             put(self.contact, contact),
             put(self.speed_before, before),
             put(self.speed_after, after),
-            jnp.minimum(i + 1, self.time.shape[0]),
+            jnp.minimum(self.count + jnp.asarray(when, jnp.int32), size),
             put(self.normal_impulse, normal),
             put(self.tangential_impulse, tangential),
         )

@@ -444,9 +444,8 @@ class EventDriver(AbstractDriver):
         )
         qd = jnp.where(hit, qd, c.qd)
         index = jnp.where(first >= k + n_friction, first - k - n_friction, first % max(k, 1))
-        log = c.log.record(c.t, kind, index, before, after, normal, tangential)
         logged = hit & (kind != EventKind.NONE)
-        log = jax.tree_util.tree_map(lambda a, b: jnp.where(logged, a, b), log, c.log)
+        log = c.log.record(c.t, kind, index, before, after, normal, tangential, when=logged)
         result = RESULTS.where(hit & ~solved, RESULTS.contact_unsolved, c.result)
         return eqx.tree_at(lambda x: (x.qd, x.mode, x.log, x.result), c, (qd, mode, log, result))
 
@@ -600,8 +599,7 @@ class EventDriver(AbstractDriver):
         value = self.impulses.values[k].astype(c.q.dtype)
         qd = impulse_jump(self.field.system, c.t, c.q, c.qd, value, self.field.uk_solver)
         qd = jnp.where(now, qd, c.qd)
-        log = c.log.record(c.t, EventKind.IMPULSE, -1, jnp.nan, jnp.nan)
-        log = jax.tree_util.tree_map(lambda a, b: jnp.where(now, a, b), log, c.log)
+        log = c.log.record(c.t, EventKind.IMPULSE, -1, jnp.nan, jnp.nan, when=now)
         nxt = c.next_impulse + now.astype(c.next_impulse.dtype)
         return eqx.tree_at(lambda x: (x.qd, x.log, x.next_impulse), c, (qd, log, nxt))
 
