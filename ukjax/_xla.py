@@ -105,16 +105,17 @@ def is_concrete(*trees) -> bool:
 
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while ukjax traces one of its programs, and
-    back as it was after (a caller that turned it off keeps it off).
+    """Python's cyclic garbage collector off for one call of ukjax's `jit` (its trace
+    and, at a first call with concrete values, XLA's compile and the dispatch), and back
+    as it was after (a caller that turned it off keeps it off).
 
     A trace allocates millions of short-lived Python objects (tracers, equations, pytree
     nodes), which set off the collector's full passes over every object the process
-    holds - JAX's, diffrax's and the user's modules among them - again and again: a
-    quarter of the trace of a batch of 1024 bouncing balls (`benchmarks/RESULTS.md`,
-    stop 86). What the trace leaves in reference cycles is collected at the next pass
-    after it. Threads (`sweep`'s workers) may overlap: the collector is back on once the
-    call that found it on returns.
+    holds - JAX's, diffrax's and the user's modules among them - again and again (the
+    share of a hybrid batch's trace they took: `benchmarks/RESULTS.md`, stop 86). What
+    the trace leaves in reference cycles is collected at the next pass after it.
+    Threads (`sweep`'s workers) may overlap: the collector is back on once the call that
+    found it on returns.
 
     Example:
         >>> import gc
