@@ -126,7 +126,13 @@ def _lagrange_terms(system: System, t, q, qd, k: int) -> tuple[jax.Array, jax.Ar
     with the momentum $p = \partial T/\partial\dot q$, from one reverse pass of $T$ and
     one batch of forward derivatives of it: the tangents $e_i$ in $\dot q$ and
     $(1, \dot q, 0)$ in $(t, q, \dot q)$. $T$'s sines and cosines are shared
-    (:func:`_model`): the tangents broadcast them n + 1 times."""
+    (:func:`_model`): the tangents broadcast them n + 1 times.
+
+    The tangent along $e_i$ is the column $Me_i$, so the stacked tangents are $M^T$, and
+    that is the matrix returned, without a transposed copy: a Hessian is symmetric, $M^T
+    = M$ to the rounding of its entries, and the UK solve factors it as a matrix
+    symmetric by construction (:func:`symmetric_mass`; `benchmarks/RESULTS.md`, stop
+    87)."""
     if jax.eval_shape(system.kinetic_energy, t, q, qd).shape != ():
         raise ValueError(f"{type(system).__name__}.kinetic_energy must return a scalar.")
     T = _model(system.kinetic_energy)
@@ -137,7 +143,7 @@ def _lagrange_terms(system: System, t, q, qd, k: int) -> tuple[jax.Array, jax.Ar
     dqd = jnp.concatenate([jnp.eye(k, n, dtype=dtype), jnp.zeros((1, n), dtype)])
     tangent = lambda a, b, c: jax.jvp(grads, (t, q, qd), (a, b, c))
     (dT_dq, _), (_, dp) = jax.vmap(tangent, out_axes=(None, 0))(dt, dq, dqd)
-    return dp[:k].T, dT_dq - dp[k]
+    return dp[:k], dT_dq - dp[k]
 
 
 def nonideal_force(system: System, t, q, qd):
@@ -245,10 +251,11 @@ class RowSolve(eqx.Module):
     M: jax.Array
     uk_solver: AbstractUKSolver
     semidefinite: bool = eqx.field(static=True, default=False)
+    symmetric: bool = eqx.field(static=True, default=False)
 
     def __call__(self, A, F, b, C=None) -> UKTerms:
-        solver, semi = self.uk_solver, self.semidefinite
-        return uk_terms(self.M, F, A, b, C, uk_solver=solver, semidefinite=semi)
+        solver, semi, sym = self.uk_solver, self.semidefinite, self.symmetric
+        return uk_terms(self.M, F, A, b, C, uk_solver=solver, semidefinite=semi, symmetric=sym)
 
     def consistency_floor(self, dtype) -> float:
         """The solver's own relative residual on consistent rows."""
@@ -257,7 +264,7 @@ class RowSolve(eqx.Module):
 
 def row_solve(system: System, M, uk_solver: AbstractUKSolver) -> RowSolve:
     """The UK solve of `system`'s mass matrix `M` at one state (:class:`RowSolve`)."""
-    return RowSolve(M, uk_solver, system.semidefinite_mass())
+    return RowSolve(M, uk_solver, system.semidefinite_mass(), symmetric_mass(system))
 
 
 def evaluate_rows(system: System, inputs: UKInputs, uk_solver: AbstractUKSolver) -> Evaluation:
@@ -273,7 +280,8 @@ def symmetric_mass(system: System) -> bool:
     r"""Whether `system`'s mass matrix is symmetric by construction: the Hessian
     $\partial^2T/\partial\dot q^2$ of its `kinetic_energy` (:func:`_lagrange_terms`), not a
     matrix the system writes itself (`mass_matrix`, `mass_and_force`), which the checks
-    test for symmetry."""
+    test for symmetry. The unconstrained solve factors such an M's lower triangle as it
+    is (:func:`ukjax._uk.uk_terms`, `symmetric`) instead of averaging it with $M^T$."""
     lagrangian = overrides(system, "kinetic_energy")
     return (
         lagrangian

@@ -32,6 +32,7 @@ whenever it is less work.
 from __future__ import annotations
 
 import abc
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -90,12 +91,12 @@ def _entries(X: jax.Array) -> list[list[jax.Array]]:
     return [unpack(r) for r in unpack(X)]
 
 
-def _cholesky_unrolled(M: jax.Array) -> jax.Array:
+def _cholesky_unrolled(M: jax.Array, symmetrize: bool = True) -> jax.Array:
     if M.shape == (1, 1):  # one entry: its square root (NaN where M is not positive)
         return jnp.sqrt(M)
     # Symmetrised input, as jnp.linalg.cholesky(symmetrize_input=True): same derivative
-    # (dM + dM^T)/2 for non-symmetric tangents.
-    Ms = _entries(0.5 * (M + M.T))
+    # (dM + dM^T)/2 for non-symmetric tangents. Without: M's lower triangle as it is.
+    Ms = _entries(0.5 * (M + M.T) if symmetrize else M)
     n = len(Ms)
     L: list[list[Any]] = [[None] * n for _ in range(n)]
     for j in range(n):
@@ -226,6 +227,9 @@ class DenseOps(NamedTuple):
     """The dense operations the UK solve needs (all on single, unbatched operands)."""
 
     cholesky: Callable  # M -> lower L with M = L L^T (NaN entries when M is not SPD)
+    # the same for an M symmetric by construction: its lower triangle as it is, without
+    # averaging M and M^T (a copy of M and a transposed read of it at every stage)
+    cholesky_of_symmetric: Callable
     matmul: Callable  # (A, X) -> A X, X of shape (k,) or (k, p)
     gram: Callable  # B -> B B^T
     norm: Callable  # X -> 2-norm of a vector, Frobenius norm of a matrix
@@ -234,6 +238,7 @@ class DenseOps(NamedTuple):
 
 LAPACK = DenseOps(
     cholesky=jnp.linalg.cholesky,
+    cholesky_of_symmetric=functools.partial(jnp.linalg.cholesky, symmetrize_input=False),
     matmul=lambda A, X: A @ X,
     gram=lambda B: B @ B.T,
     norm=jnp.linalg.norm,
@@ -242,6 +247,7 @@ LAPACK = DenseOps(
 
 UNROLLED = DenseOps(
     cholesky=_cholesky_unrolled,
+    cholesky_of_symmetric=functools.partial(_cholesky_unrolled, symmetrize=False),
     matmul=_matmul_unrolled,
     gram=_gram_unrolled,
     norm=norm_unrolled,

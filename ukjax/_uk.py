@@ -102,14 +102,24 @@ def _validate(M, Q, A, b, C) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array
 @full_precision
 @eager_jit
 def uk_terms(
-    M, Q, A, b, C=None, *, uk_solver: AbstractUKSolver | None = None, semidefinite: bool = False
+    M,
+    Q,
+    A,
+    b,
+    C=None,
+    *,
+    uk_solver: AbstractUKSolver | None = None,
+    semidefinite: bool = False,
+    symmetric: bool = False,
 ) -> UKTerms:
     """All terms of the Udwadia-Kalaba equation, without raising on bad input.
 
     Use :func:`udwadia_kalaba` or :func:`constraint_forces` unless you need the
     diagnostics (``residual``, ``inconsistency``, ``spd_ok``). With ``semidefinite=True``
     a singular $M$ that the constraints complete gives the unique motion
-    (:func:`complete_mass`; ``System.semidefinite_mass``).
+    (:func:`complete_mass`; ``System.semidefinite_mass``). ``symmetric=True`` says that
+    $M$ is symmetric by construction (the Hessian of a kinetic energy): without constraint
+    rows its lower triangle is factored as it is, not averaged with $M^T$ first.
 
     Example:
         >>> import jax.numpy as jnp, ukjax
@@ -126,7 +136,9 @@ def uk_terms(
     # is tens of thousands of scalar operations per solve (benchmarks/RESULTS.md, "Many
     # contact rows on few coordinates")
     ops = uk_solver.kernels.ops(max(n, m))
-    L = ops.cholesky(M)
+    # Rows factor M again inside the solver (the same factor after XLA's CSE), so only the
+    # unconstrained solve takes the lower triangle of a symmetric M as it is.
+    L = (ops.cholesky_of_symmetric if symmetric and m == 0 else ops.cholesky)(M)
     spd_ok = factored(L, M)
     if m == 0:
         solve_M = ops.triangular(L).solve

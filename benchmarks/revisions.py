@@ -1,0 +1,221 @@
+"""Two revisions of ukjax in one process, timed alternately: how to judge a performance
+change on a machine whose speed drifts.
+
+The project's 2-core box drifts by up to 1.5x within minutes (`benchmarks/RESULTS.md`,
+stops 75-86): the same program timed in two processes a few minutes apart can differ by
+more than the change being measured. Here the base revision (`--base`, default `HEAD`) is
+extracted with `git archive` into a temporary folder and imported as the package
+`ukjax_base` (its absolute `ukjax` imports rewritten), next to the working tree's `ukjax`;
+each case is compiled once per revision, and then the two compiled programs run one after
+the other, `--rounds` times (each first in every other round). Both revisions see the same
+drift, so their ratio is steadier than either time. Reported per case: the best and the
+median run of each revision, the ratios base / working tree (above 1: the working tree is
+faster), and the largest difference of their outputs (0 or round-off for a change meant
+to be numerically neutral).
+With `--compile-rounds k`, each revision is also traced and compiled k times, alternately,
+after `jax.clear_caches()`.
+
+Cases (`--cases`, comma separated; every system is written as a user writes it, at the
+defaults except the method and step, which make the work comparable):
+- `angles<N>`: the N-link chain in absolute angles with its kinetic energy
+  (`AngleChain` of `mujoco_compare.py`: M and the velocity terms by autodiff);
+- `mass<N>`: the same with its mass matrix written (`AngleChainMass`);
+- `cartesian<N>`: the chain in Cartesian coordinates with N link constraints (`UserChain`);
+  all three `jax.jit(jax.vmap(simulate))` with `solver=RK4()` at the constant dt = 1e-3,
+  `--steps` steps, batch min(1024, 8192 / N), everything else at the defaults; the time
+  is per system-step.
+- `balls`: 1024 bouncing balls (`ukjax.systems.BouncingBall`, `Impact(0.8)`,
+  `throw=False`, 201 saves on [0, 2] s, heights spread over [0.5, 2] m), the batch of
+  issue 44 item 3; the time is per batch.
+
+    python benchmarks/revisions.py [--base HEAD] [--cases angles16,mass32,balls]
+                                   [--rounds 15] [--compile-rounds 0] [--quick] [--json FILE]
+
+`--quick`: a smoke run (4-link chains, 20 steps, 3 rounds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jax
+
+
+jax.config.update("jax_enable_x64", True)
+import diffrax
+import jax.numpy as jnp
+import mujoco_compare as mc
+import numpy as np
+
+import ukjax
+from _common import machine_info, out_path, write_json
+
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE_PACKAGE = "ukjax_base"
+_ABSOLUTE = re.compile(r"\bukjax(?=[._\s]|$)")
+
+
+def import_revision(rev: str, into: Path):
+    """ukjax at git revision `rev` as the package `ukjax_base`, extracted under `into`."""
+    archive = subprocess.run(
+        ["git", "archive", rev, "ukjax"], cwd=ROOT, check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    package = into / BASE_PACKAGE
+    (into / "ukjax").rename(package)
+    for path in package.rglob("*.py"):
+        text = path.read_text()
+        lines = [
+            _ABSOLUTE.sub(BASE_PACKAGE, line) if re.match(r"\s*(import|from) ukjax\b", line)
+            else line
+            for line in text.splitlines(keepends=True)
+        ]  # fmt: skip
+        path.write_text("".join(lines))
+    sys.path.insert(0, str(into))
+    lib = importlib.import_module(BASE_PACKAGE)
+    assert Path(lib.__file__).resolve().is_relative_to(package.resolve()), lib.__file__
+    return lib
+
+
+def chain_system(lib, kind: str, links: int):
+    """The chain of `mujoco_compare.py` of `kind` (its class there) on `lib`'s System:
+    the same methods, the class rebuilt on the revision's base class."""
+    source = {"angles": mc.AngleChain, "mass": mc.AngleChainMass, "cartesian": mc.UserChain}
+    cls = source[kind]
+    methods = {}
+    for klass in reversed(cls.__mro__[: cls.__mro__.index(ukjax.System)]):
+        methods.update({k: v for k, v in vars(klass).items() if callable(v)})
+    rebuilt = type(cls.__name__, (lib.System,), {
+        "__annotations__": {"links": int, "mass": float}, "mass": 1.0, **methods,
+    })  # fmt: skip
+    return rebuilt(links=links)
+
+
+def chain_case(lib, kind: str, links: int, steps: int):
+    """(program, arguments, work units per call) of a chain case on `lib`."""
+    system = chain_system(lib, kind, links)
+    B = min(1024, 8192 // links)
+    rng = np.random.default_rng(0)
+    th = rng.uniform(-0.5, 0.5, (B, links))
+    if kind == "cartesian":
+        x, y = np.cumsum(np.sin(th), 1), -np.cumsum(np.cos(th), 1)
+        q0 = np.stack([x, y], -1).reshape(B, 2 * links)
+    else:
+        q0 = th
+    ts = jnp.array([0.0, 1e-3 * steps])
+    rk4 = dict(solver=lib.RK4(), stepsize_controller=diffrax.ConstantStepSize(), dt0=1e-3)
+    one = lambda a, b: lib.simulate(system, a, b, ts, max_steps=steps + 10, **rk4).q[-1]
+    return jax.vmap(one), (jnp.asarray(q0), jnp.zeros_like(jnp.asarray(q0))), B * steps
+
+
+def balls_case(lib, _steps: int):
+    ball = lib.systems.BouncingBall()
+    ts = jnp.linspace(0.0, 2.0, 201)
+    heights = jnp.asarray(np.random.default_rng(0).uniform(0.5, 2.0, 1024))
+    law = lib.Impact(0.8)
+    one = lambda h: lib.simulate(ball, h[None], jnp.zeros(1), ts, contact=law, throw=False).q
+    return jax.vmap(one), (heights,), 1
+
+
+def case(lib, name: str, steps: int):
+    if name == "balls":
+        return balls_case(lib, steps)
+    m = re.fullmatch(r"(angles|mass|cartesian)(\d+)", name)
+    if m is None:
+        raise ValueError(f"unknown case {name!r}: angles<N>, mass<N>, cartesian<N> or balls.")
+    return chain_case(lib, m.group(1), int(m.group(2)), steps)
+
+
+def compile_seconds(fn, args) -> float:
+    jax.clear_caches()
+    t0 = time.perf_counter()
+    jax.jit(fn).lower(*args).compile()
+    return time.perf_counter() - t0
+
+
+def _order(libs: dict, i: int) -> list[str]:
+    """The revisions in round `i`: each goes first in every other round."""
+    keys = list(libs)
+    return keys if i % 2 == 0 else keys[::-1]
+
+
+def compare(libs: dict, name: str, steps: int, rounds: int, compile_rounds: int) -> dict:
+    built = {k: case(lib, name, steps) for k, lib in libs.items()}
+    compiles: dict[str, list[float]] = {k: [] for k in libs}
+    for i in range(compile_rounds):
+        for k in _order(libs, i):
+            compiles[k].append(compile_seconds(*built[k][:2]))
+    programs = {k: jax.jit(fn).lower(*args).compile() for k, (fn, args, _) in built.items()}
+    outputs = {k: np.asarray(jax.block_until_ready(p(*built[k][1]))) for k, p in programs.items()}
+    runs: dict[str, list[float]] = {k: [] for k in libs}
+    for i in range(rounds):
+        for k in _order(libs, i):
+            t0 = time.perf_counter()
+            jax.block_until_ready(programs[k](*built[k][1]))
+            runs[k].append(time.perf_counter() - t0)
+    units = built["base"][2]
+    best = {k: min(v) / units for k, v in runs.items()}
+    median = {k: float(np.median(v)) / units for k, v in runs.items()}
+    return {
+        "case": name,
+        "unit": "system-step" if units > 1 else "batch",
+        "best": best,
+        "median": median,
+        "best_ratio": best["base"] / best["new"],
+        "median_ratio": median["base"] / median["new"],
+        "compile": {k: (min(v) if v else None) for k, v in compiles.items()},
+        "max_abs_diff": float(np.max(np.abs(outputs["base"] - outputs["new"]))),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--base", default="HEAD", help="git revision to compare against")
+    ap.add_argument("--cases", default="angles16,mass16,cartesian16,balls")
+    ap.add_argument("--steps", type=int, default=250, help="RK4 steps of the chain cases")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--compile-rounds", type=int, default=0)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", default=out_path("revisions.json"))
+    args = ap.parse_args()
+    if args.quick:
+        args.cases, args.steps, args.rounds = "angles4,mass4,cartesian4", 20, 3
+    with tempfile.TemporaryDirectory() as tmp:
+        libs = {"base": import_revision(args.base, Path(tmp)), "new": ukjax}
+        info = machine_info()
+        print(
+            f"JAX {info['jax']} ({info['cpu_count']} CPUs); base {args.base} against the "
+            f"working tree, {args.rounds} alternating rounds (us per unit; ratio > 1: the "
+            "working tree is faster)"
+        )
+        print(
+            f"{'case':<13} {'unit':<11} {'base best':>10} {'new best':>10} {'ratio':>6} "
+            f"{'base med':>10} {'new med':>10} {'ratio':>6} {'compile base/new s':>19} "
+            f"{'max |diff|':>10}"
+        )
+        rows = []
+        for name in args.cases.split(","):
+            r = compare(libs, name, args.steps, args.rounds, args.compile_rounds)
+            rows.append(r)
+            c = r["compile"]
+            comp = "" if c["base"] is None else f"{c['base']:.2f} / {c['new']:.2f}"
+            print(
+                f"{name:<13} {r['unit']:<11} {1e6 * r['best']['base']:10.2f} "
+                f"{1e6 * r['best']['new']:10.2f} {r['best_ratio']:6.3f} "
+                f"{1e6 * r['median']['base']:10.2f} {1e6 * r['median']['new']:10.2f} "
+                f"{r['median_ratio']:6.3f} {comp:>19} {r['max_abs_diff']:10.1e}",
+                flush=True,
+            )
+    write_json(args.json, {"machine": info, "base": args.base, "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
