@@ -121,12 +121,14 @@ def mass_and_force(system: System, t, q, qd):
 
 
 def _lagrange_terms(system: System, t, q, qd, k: int) -> tuple[jax.Array, jax.Array]:
-    r"""The first `k` columns of $M = \partial p/\partial\dot q$ ((n, k): $M$ for k = n,
+    r"""The first `k` rows of $M = \partial p/\partial\dot q$ ((k, n): $M$ for k = n,
     nothing for 0) and $\partial T/\partial q - \partial_t p - (\partial p/\partial q)\dot q$,
-    with the momentum $p = \partial T/\partial\dot q$, from one reverse pass of $T$ and
-    one batch of forward derivatives of it: the tangents $e_i$ in $\dot q$ and
-    $(1, \dot q, 0)$ in $(t, q, \dot q)$. $T$'s sines and cosines are shared
-    (:func:`_model`): the tangents broadcast them n + 1 times.
+    with the momentum $p = \partial T/\partial\dot q$: the latter from one forward
+    derivative of $(\partial T/\partial q, p)$ along $(1, \dot q, 0)$ in $(t, q, \dot q)$,
+    M from a batch of forward derivatives of $p$ along $e_i$ in $\dot q$ alone, with $t$
+    and $q$ held (their tangents are zero by construction, not arrays of zeros that every
+    one of the n tangents would carry through the derivatives of $T$ in $q$). $T$'s sines
+    and cosines are shared (:func:`_model`).
 
     The tangent along $e_i$ is the column $Me_i$, so the stacked tangents are $M^T$, and
     that is the matrix returned, without a transposed copy: a Hessian is symmetric, $M^T
@@ -138,12 +140,13 @@ def _lagrange_terms(system: System, t, q, qd, k: int) -> tuple[jax.Array, jax.Ar
     T = _model(system.kinetic_energy)
     n, dtype = q.shape[0], q.dtype
     grads = lambda t_, q_, qd_: jax.grad(T, argnums=(1, 2))(t_, q_, qd_)  # (dT/dq, p)
-    dt = jnp.concatenate([jnp.zeros(k, dtype), jnp.ones(1, dtype)])
-    dq = jnp.concatenate([jnp.zeros((k, n), dtype), qd[None]])
-    dqd = jnp.concatenate([jnp.eye(k, n, dtype=dtype), jnp.zeros((1, n), dtype)])
-    tangent = lambda a, b, c: jax.jvp(grads, (t, q, qd), (a, b, c))
-    (dT_dq, _), (_, dp) = jax.vmap(tangent, out_axes=(None, 0))(dt, dq, dqd)
-    return dp[:k], dT_dq - dp[k]
+    along = (jnp.ones((), dtype), qd, jnp.zeros_like(qd))
+    (dT_dq, _), (_, dp) = jax.jvp(grads, (t, q, qd), along)
+    if k == 0:
+        return jnp.zeros((0, n), dtype), dT_dq - dp
+    momentum = lambda qd_: jax.grad(T, argnums=2)(t, q, qd_)
+    column = lambda e: jax.jvp(momentum, (qd,), (e,))[1]
+    return jax.vmap(column)(jnp.eye(k, n, dtype=dtype)), dT_dq - dp
 
 
 def nonideal_force(system: System, t, q, qd):
