@@ -245,7 +245,8 @@ class RowSolve(eqx.Module):
     r"""The run's UK solve of one state's mass matrix $M$ with rows given at the call: the
     single entry through which the field, friction and servo control reach
     :func:`ukjax.uk_terms` (the run's `uk_solver` and kernels, and the completion of a
-    semi-definite $M$ where the system declares one).
+    semi-definite $M$ where the system declares one, and the factor of an $M$ symmetric
+    by construction, :func:`symmetric_mass`, without averaging it with $M^T$).
 
     `solve(A, F, b, C=None)` is the UK equation $M\ddot q = F + Q_c$, $A\ddot q = b$
     (with the non-ideal force $C$). Linear in $(F, b, C)$ for fixed rows, so it maps with
