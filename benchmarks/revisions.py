@@ -27,6 +27,10 @@ defaults except the method and step, which make the work comparable):
 - `balls`: 1024 bouncing balls (`ukjax.systems.BouncingBall`, `Impact(0.8)`,
   `throw=False`, 201 saves on [0, 2] s, heights spread over [0.5, 2] m), the batch of
   issue 44 item 3; the time is per batch.
+- `friction`: 1024 balls sliding and spinning on a rough table
+  (`ukjax.systems.BallsOnTable(count=1, mu_static=0.3, mu_kinetic=0.2)`, `Coulomb()`,
+  `throw=False`, 11 saves on [0, 0.8] s, the seeded velocities of `tests/
+  test_lapack_concurrency.py`), the frictional batch of item 3; per batch.
 
     python benchmarks/revisions.py [--base HEAD] [--cases angles16,mass32,balls]
                                    [--rounds 15] [--compile-rounds 0] [--quick] [--json FILE]
@@ -125,12 +129,29 @@ def balls_case(lib, _steps: int):
     return jax.vmap(one), (heights,), 1
 
 
+def friction_case(lib, _steps: int):
+    ball = lib.systems.BallsOnTable(count=1, mu_static=0.3, mu_kinetic=0.2)
+    rng = np.random.default_rng(0)
+    B = 1024
+    slide, spin = rng.uniform(-1, 1, (B, 2)), rng.uniform(-50, 50, (B, 3))
+    qd0 = jnp.asarray(np.c_[slide, np.zeros(B), spin])
+    q0 = jnp.asarray(np.tile([0.0, 0.0, ball.radius, 0.0, 0.0, 0.0], (B, 1)))
+    ts = jnp.linspace(0.0, 0.8, 11)
+    law = lib.Coulomb()
+    one = lambda q, qd: lib.simulate(ball, q, qd, ts, friction=law, throw=False).q
+    return jax.vmap(one), (q0, qd0), 1
+
+
 def case(lib, name: str, steps: int):
     if name == "balls":
         return balls_case(lib, steps)
+    if name == "friction":
+        return friction_case(lib, steps)
     m = re.fullmatch(r"(angles|mass|cartesian)(\d+)", name)
     if m is None:
-        raise ValueError(f"unknown case {name!r}: angles<N>, mass<N>, cartesian<N> or balls.")
+        raise ValueError(
+            f"unknown case {name!r}: angles<N>, mass<N>, cartesian<N>, balls or friction."
+        )
     return chain_case(lib, m.group(1), int(m.group(2)), steps)
 
 

@@ -67,7 +67,7 @@ import jax.numpy as jnp
 
 from ._dynamics import RowSolve
 from ._events import EventKind, EventMotion, entry_at
-from ._kernels import AbstractKernels
+from ._kernels import LAPACK, AbstractKernels, DenseOps
 from ._linalg import pinv_solve, row_multipliers, small_solve
 from ._system import System, overrides
 from ._uk import UKTerms
@@ -652,6 +652,24 @@ def multipliers(A, terms: UKTerms, C, kernels: AbstractKernels) -> jax.Array:
     return row_multipliers(A, Qc, kernels.ops(A.shape[1]))
 
 
+def column_multipliers(A, F, ops: DenseOps) -> jax.Array:
+    r"""The minimum-norm multipliers $\Lambda$ (m, k) of $A^T\Lambda = F$ for the rows A
+    (m, n) and the constraint forces F (n, k) of :func:`frictional_solve`'s columns.
+
+    With the LAPACK kernels (those of a hybrid run's event code, `at_events`) by the
+    regularised solve on the same LAPACK operations (:func:`ukjax._linalg.row_multipliers`):
+    an event's code holds several frictional solves side by side, and their SVDs, split by
+    jaxlib 0.10 over XLA's thread pool, let three run at once, which can deadlock it
+    (`tests/lapack_concurrency.py`). With the unrolled kernels (the stages' vector field)
+    by one SVD call (:func:`ukjax._linalg.pinv_solve`), cheaper there than the written-out
+    regularised solve: 1024 solves of 3 rows in 6 coordinates took 1.97 ms against 2.95 ms,
+    and a frictional batch ran 1.8x slower with the latter (`benchmarks/RESULTS.md`, stop
+    89)."""
+    if ops is LAPACK:
+        return row_multipliers(A, F, LAPACK)
+    return pinv_solve(A.T, F)
+
+
 def frictional_solve(
     solve: RowSolve, Q, A, b, C, fs: FrictionState, engaged, direction, stick_target
 ) -> FrictionalSolve:
@@ -667,7 +685,7 @@ def frictional_solve(
     $(Q, b)$, $(C_0, 0)$ and $(W_j, 0)$ of one set of rows (one factorisation of $M$ and of
     the Gram matrix, as they do not depend on the column), gives $\ddot q$ and the row
     forces of each column; their multipliers $\lambda$ are the minimum-norm solutions of
-    $A^T\lambda = Q_c$ (:func:`multipliers`); then $N$ solves the k-by-k system.
+    $A^T\lambda = Q_c$ (:func:`column_multipliers`); then $N$ solves the k-by-k system.
     A non-ideal force $C$ gives the acceleration of the force $Q + C$ (Udwadia 2004,
     eq 12); its columns keep the split of the constraint force into ideal and non-ideal."""
     k, d, n = fs.T.shape
@@ -687,7 +705,7 @@ def frictional_solve(
         return t.qdd, t.a, t.Qc_ideal, t.inconsistency, t.spd_ok
 
     qdd_cols, a_cols, Qc_cols, inconsistency, spd_ok = jax.vmap(column)(forces, rhs)
-    lam_cols = pinv_solve(A2.T, Qc_cols.T)  # (m2, 2 + k): A^T lam = Q_c, minimum norm
+    lam_cols = column_multipliers(A2, Qc_cols.T, solve.uk_solver.kernels.ops(n))
     N0 = lam_cols[m_normal : m_normal + k, 0] + lam_cols[m_normal : m_normal + k, 1]
     J = lam_cols[m_normal : m_normal + k, 2:]
     N = small_solve(jnp.eye(k, dtype=Q.dtype) - J, N0)

@@ -352,12 +352,7 @@ class EventDriver(AbstractDriver):
         failed = result != RESULTS.successful
         if self._has_events:
             hit = contact_hit & ~failed & ~c.done
-            nxt = jax.lax.cond(
-                eqxi.unvmap_any(hit),
-                lambda x: events._switch(x, offset, hit),
-                lambda x: x,
-                nxt,
-            )
+            nxt = events._switch(nxt, offset, hit)
         impulse_now = ~contact_hit & ~failed & ~c.done & (t_stop >= t_imp)
         nxt = events._apply_impulse(nxt, impulse_now)
         unsolved = nxt.result != RESULTS.successful  # an event that could not be resolved
@@ -394,9 +389,26 @@ class EventDriver(AbstractDriver):
 
     # ---- mode changes and jumps --------------------------------------------------------
     def _switch(self, c: _Carry, offset, hit) -> _Carry:
+        """The carry after the events of the members where `hit` holds: the event code
+        runs (one `cond`, on whether any member has an event) on the state alone and
+        returns the new velocity, modes and code with the log's entry; the entry is
+        written outside the `cond`. A `cond` that passed the whole carry through copied
+        every array of it (the saves, each field of the event log) on each segment, at
+        run time and as kernels to compile (`benchmarks/RESULTS.md`, stop 88)."""
+        log, dtype = c.log, c.q.dtype
+        none = (log.kind.dtype, log.contact.dtype, dtype, dtype, dtype, dtype, bool)
+        unchanged = lambda: (c.qd, c.mode, c.result, tuple(jnp.zeros((), d) for d in none))
+        switched = lambda: self._switched(c, offset, hit)
+        qd, mode, result, entry = jax.lax.cond(eqxi.unvmap_any(hit), switched, unchanged)
+        kind, index, before, after, normal, tangential, logged = entry
+        log = log.record(c.t, kind, index, before, after, normal, tangential, when=logged)
+        return eqx.tree_at(lambda x: (x.qd, x.mode, x.log, x.result), c, (qd, mode, log, result))
+
+    def _switched(self, c: _Carry, offset, hit):
         """The event at (c.t, c.q, c.qd): the law whose event value crossed zero switches
         the modes and sets the velocity (a contact law, or the friction law for the rows
-        after the k contacts'); the event is recorded unless the law says it was none."""
+        after the k contacts'); the event is recorded unless the law says it was none.
+        Returns (velocity, mode, code, the log's entry with whether to record it)."""
         field, k, L = self.field, self.num_contacts, self.num_latches
         first, n_values = self._trigger(c, offset), offset.shape[0]
         n_friction = n_values - k - L
@@ -445,9 +457,15 @@ class EventDriver(AbstractDriver):
         qd = jnp.where(hit, qd, c.qd)
         index = jnp.where(first >= k + n_friction, first - k - n_friction, first % max(k, 1))
         logged = hit & (kind != EventKind.NONE)
-        log = c.log.record(c.t, kind, index, before, after, normal, tangential, when=logged)
         result = RESULTS.where(hit & ~solved, RESULTS.contact_unsolved, c.result)
-        return eqx.tree_at(lambda x: (x.qd, x.mode, x.log, x.result), c, (qd, mode, log, result))
+        dtype = c.q.dtype
+        entry = (
+            jnp.asarray(kind, c.log.kind.dtype).reshape(()),
+            jnp.asarray(index, c.log.contact.dtype).reshape(()),
+            *(jnp.asarray(x, dtype).reshape(()) for x in (before, after, normal, tangential)),
+            jnp.asarray(logged, bool).reshape(()),
+        )
+        return qd, mode, result, entry
 
     def _latch_switch(self, c: _Carry, cs: ContactState, j):
         r"""Latch `j`'s event: an engaged latch releases (the velocity is continuous); a
