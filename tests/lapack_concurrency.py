@@ -112,7 +112,7 @@ def concurrent_lapack(hlo: str) -> int:
         instructions = computations.get(name, [])
         index = {inst[0]: i for i, inst in enumerate(instructions)}
         ancestors, weights = [], []
-        for name_, operands, called, splits in instructions:
+        for _, operands, called, splits in instructions:
             mask = 0
             for o in operands:
                 if (j := index.get(o)) is not None:

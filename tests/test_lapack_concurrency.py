@@ -59,8 +59,8 @@ def _friction_batch():
     rng = np.random.default_rng(0)
     ball = BallsOnTable(count=1, mu_static=0.3, mu_kinetic=0.2)
     B = 1024
-    spin = rng.uniform(-50, 50, (B, 3))
-    qd0 = jnp.asarray(np.c_[rng.uniform(-1, 1, (B, 2)), np.zeros(B), spin])
+    slide, spin = rng.uniform(-1, 1, (B, 2)), rng.uniform(-50, 50, (B, 3))
+    qd0 = jnp.asarray(np.c_[slide, np.zeros(B), spin])
     q0 = jnp.asarray(np.tile([0.0, 0.0, ball.radius, 0.0, 0.0, 0.0], (B, 1)))
     ts = jnp.linspace(0.0, 0.8, 11)
     fn = lambda q, qd: ukjax.simulate(ball, q, qd, ts, friction=ukjax.Coulomb(), throw=False)

@@ -661,10 +661,8 @@ def column_multipliers(A, F, ops: DenseOps) -> jax.Array:
     an event's code holds several frictional solves side by side, and their SVDs, split by
     jaxlib 0.10 over XLA's thread pool, let three run at once, which can deadlock it
     (`tests/lapack_concurrency.py`). With the unrolled kernels (the stages' vector field)
-    by one SVD call (:func:`ukjax._linalg.pinv_solve`), cheaper there than the written-out
-    regularised solve: 1024 solves of 3 rows in 6 coordinates took 1.97 ms against 2.95 ms,
-    and a frictional batch ran 1.8x slower with the latter (`benchmarks/RESULTS.md`, stop
-    89)."""
+    by one SVD call (:func:`ukjax._linalg.pinv_solve`), measured faster there than the
+    written-out regularised solve (`benchmarks/RESULTS.md`, stop 89)."""
     if ops is LAPACK:
         return row_multipliers(A, F, LAPACK)
     return pinv_solve(A.T, F)

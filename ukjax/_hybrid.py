@@ -208,6 +208,19 @@ class _TimeBisection(optx.Bisection):
         return width < self.atol + self.rtol * jnp.abs(y), optx.RESULTS.successful
 
 
+def _log_entry(c: _Carry, kind, index, before, after, normal, tangential, logged):
+    """One entry of the event log as scalars of the log's dtypes (the same structure from
+    both branches of the event code's `cond`), with whether to record it."""
+    as_scalar = lambda x, dtype: jnp.asarray(x, dtype).reshape(())
+    floats = (before, after, normal, tangential)
+    return (
+        as_scalar(kind, c.log.kind.dtype),
+        as_scalar(index, c.log.contact.dtype),
+        *(as_scalar(x, c.q.dtype) for x in floats),
+        as_scalar(logged, bool),
+    )
+
+
 def _segment_saves(ts, t0, t1):
     r"""(shift, times): the save times a segment from `t0` to `t1` hands diffrax: `ts`
     rotated left by `shift` (the number of `ts` before `t0`), so that the saves inside
@@ -395,13 +408,11 @@ class EventDriver(AbstractDriver):
         written outside the `cond`. A `cond` that passed the whole carry through copied
         every array of it (the saves, each field of the event log) on each segment, at
         run time and as kernels to compile (`benchmarks/RESULTS.md`, stop 88)."""
-        log, dtype = c.log, c.q.dtype
-        none = (log.kind.dtype, log.contact.dtype, dtype, dtype, dtype, dtype, bool)
-        unchanged = lambda: (c.qd, c.mode, c.result, tuple(jnp.zeros((), d) for d in none))
+        unchanged = lambda: (c.qd, c.mode, c.result, _log_entry(c, 0, 0, 0, 0, 0, 0, False))
         switched = lambda: self._switched(c, offset, hit)
         qd, mode, result, entry = jax.lax.cond(eqxi.unvmap_any(hit), switched, unchanged)
         kind, index, before, after, normal, tangential, logged = entry
-        log = log.record(c.t, kind, index, before, after, normal, tangential, when=logged)
+        log = c.log.record(c.t, kind, index, before, after, normal, tangential, when=logged)
         return eqx.tree_at(lambda x: (x.qd, x.mode, x.log, x.result), c, (qd, mode, log, result))
 
     def _switched(self, c: _Carry, offset, hit):
@@ -458,13 +469,7 @@ class EventDriver(AbstractDriver):
         index = jnp.where(first >= k + n_friction, first - k - n_friction, first % max(k, 1))
         logged = hit & (kind != EventKind.NONE)
         result = RESULTS.where(hit & ~solved, RESULTS.contact_unsolved, c.result)
-        dtype = c.q.dtype
-        entry = (
-            jnp.asarray(kind, c.log.kind.dtype).reshape(()),
-            jnp.asarray(index, c.log.contact.dtype).reshape(()),
-            *(jnp.asarray(x, dtype).reshape(()) for x in (before, after, normal, tangential)),
-            jnp.asarray(logged, bool).reshape(()),
-        )
+        entry = _log_entry(c, kind, index, before, after, normal, tangential, logged)
         return qd, mode, result, entry
 
     def _latch_switch(self, c: _Carry, cs: ContactState, j):
