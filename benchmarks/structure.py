@@ -1,10 +1,11 @@
 """Where the structured UK solve pays: a user-written N-link chain at the defaults (adaptive
 `Dopri8`, rtol = atol = 1e-12, the default projection after every step) with the sparsity
-found from the program (the default from n = 16 coordinates, `ukjax._kernels.STRUCTURED_MIN_N`)
-against the same run kept dense (`AutoKernels(min_structured=None)` for the UK solve and for
-the projection), for one trajectory and for `jax.jit(jax.vmap(simulate))` of a batch; scipy
-`solve_ivp(DOP853, rtol = atol = 1e-12)` on the chain's minimal-coordinate equations (one
-trajectory, times the batch) as the peer.
+found from the program (the default from n = 16 coordinates,
+`ukjax._kernel_strategies.STRUCTURED_MIN_N`) against the same run kept dense
+(`AutoKernels(min_structured=None)` for the UK solve and for the projection), for one
+trajectory and for `jax.jit(jax.vmap(simulate))` of a batch; scipy `solve_ivp(DOP853,
+rtol = atol = 1e-12)` on the chain's minimal-coordinate equations (one trajectory, times
+the batch) as the peer.
 
 Every ukjax configuration runs in a fresh process: run times measured in one process
 depended on the order the programs ran in (up to 2x on this 2-core box).

@@ -75,7 +75,8 @@ def test_a_batch_of_bouncing_balls_is_safe():
 @pytest.mark.slow
 def test_a_batch_of_balls_with_friction_is_safe():
     """The frictional batch of `benchmarks/revisions.py --cases friction`. With its event
-    code's multipliers by SVDs (`ukjax._friction.column_multipliers` before stop 89) three
+    code's column multipliers by SVDs (`frictional_solve` before stop 89; now the event
+    code's LAPACK kernels solve them without, `AbstractKernels.column_multipliers`) three
     independent batched SVDs sat in one event's code: bound 3. That revision did not hang
     in 11 processes, but with the event code's `cond` made smaller it hung in 4 of 9
     (stop 88)."""

@@ -409,6 +409,35 @@ def test_the_kernels_follow_the_larger_of_M_and_the_gram_matrix():
         np.testing.assert_allclose(A @ terms.qdd, b, atol=1e-9)
 
 
+@pytest.mark.parametrize(
+    "kernels, svd",
+    [
+        (ukjax.UnrolledKernels(), True),
+        (ukjax.LapackKernels(), False),
+        (ukjax.AutoKernels(), True),  # six coordinates: unrolled, as in a run's stages
+        (ukjax.AutoKernels().at_events(), False),  # the event code: LAPACK from n = 3
+        (ukjax.StructuredKernels(), True),
+    ],
+)
+def test_the_kernels_solve_the_column_multipliers_at_minimum_norm(kernels, svd):
+    """A frictional solve's contact multipliers (the k columns of forces F in the range of
+    A^T) are the minimum-norm solutions of A^T L = F whichever strategy solves them: a zero
+    row takes nothing and two repeated rows share equally (numpy's pinv as the reference).
+    The unrolled kernels take one SVD; LAPACK kernels, which the event code uses, no SVD
+    (three batched SVDs at once can deadlock jaxlib 0.10's thread pool,
+    tests/lapack_concurrency.py)."""
+    rng = np.random.default_rng(3)
+    row = rng.standard_normal(6)
+    A = np.stack([rng.standard_normal(6), np.zeros(6), row, row])  # a zero and a repeated row
+    F = A.T @ rng.standard_normal((4, 3))
+    lam = jax.jit(kernels.column_multipliers)(jnp.asarray(A), jnp.asarray(F))
+    np.testing.assert_allclose(lam, np.linalg.pinv(A.T) @ F, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(lam[1], 0.0, atol=1e-12)
+    np.testing.assert_allclose(lam[2], lam[3], rtol=1e-9)
+    used = primitives(kernels.column_multipliers, jnp.asarray(A), jnp.asarray(F))
+    assert ("svd" in used) == svd
+
+
 def test_the_projection_chooses_its_kernels_as_the_uk_solve_does():
     """The projection's Newton correction factors the rows' Gram matrix too: ten redundant
     copies of a pendulum's length constraint on two coordinates go to LAPACK, one stays

@@ -126,19 +126,19 @@ from ._initial import (
 )
 from ._integrators import RK4 as RK4
 from ._integrators import KuttaMerson as KuttaMerson
-from ._kernels import (
+from ._kernel_strategies import (
     AbstractKernels as AbstractKernels,
 )
-from ._kernels import (
+from ._kernel_strategies import (
     AutoKernels as AutoKernels,
 )
-from ._kernels import (
+from ._kernel_strategies import (
     LapackKernels as LapackKernels,
 )
-from ._kernels import (
+from ._kernel_strategies import (
     StructuredKernels as StructuredKernels,
 )
-from ._kernels import (
+from ._kernel_strategies import (
     UnrolledKernels as UnrolledKernels,
 )
 from ._linalg import weighted_pinv as weighted_pinv

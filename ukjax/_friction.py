@@ -67,8 +67,8 @@ import jax.numpy as jnp
 
 from ._dynamics import RowSolve
 from ._events import EventKind, EventMotion, entry_at
-from ._kernels import LAPACK, AbstractKernels, DenseOps
-from ._linalg import pinv_solve, row_multipliers, small_solve
+from ._kernel_strategies import AbstractKernels
+from ._linalg import row_multipliers, small_solve
 from ._system import System, overrides
 from ._uk import UKTerms
 from ._xla import traced_once
@@ -652,22 +652,6 @@ def multipliers(A, terms: UKTerms, C, kernels: AbstractKernels) -> jax.Array:
     return row_multipliers(A, Qc, kernels.ops(A.shape[1]))
 
 
-def column_multipliers(A, F, ops: DenseOps) -> jax.Array:
-    r"""The minimum-norm multipliers $\Lambda$ (m, k) of $A^T\Lambda = F$ for the rows A
-    (m, n) and the constraint forces F (n, k) of :func:`frictional_solve`'s columns.
-
-    With the LAPACK kernels (those of a hybrid run's event code, `at_events`) by the
-    regularised solve on the same LAPACK operations (:func:`ukjax._linalg.row_multipliers`):
-    an event's code holds several frictional solves side by side, and their SVDs, split by
-    jaxlib 0.10 over XLA's thread pool, let three run at once, which can deadlock it
-    (`tests/lapack_concurrency.py`). With the unrolled kernels (the stages' vector field)
-    by one SVD call (:func:`ukjax._linalg.pinv_solve`), measured faster there than the
-    written-out regularised solve (`benchmarks/RESULTS.md`, stop 89)."""
-    if ops is LAPACK:
-        return row_multipliers(A, F, LAPACK)
-    return pinv_solve(A.T, F)
-
-
 def frictional_solve(
     solve: RowSolve, Q, A, b, C, fs: FrictionState, engaged, direction, stick_target
 ) -> FrictionalSolve:
@@ -683,7 +667,8 @@ def frictional_solve(
     $(Q, b)$, $(C_0, 0)$ and $(W_j, 0)$ of one set of rows (one factorisation of $M$ and of
     the Gram matrix, as they do not depend on the column), gives $\ddot q$ and the row
     forces of each column; their multipliers $\lambda$ are the minimum-norm solutions of
-    $A^T\lambda = Q_c$ (:func:`column_multipliers`); then $N$ solves the k-by-k system.
+    $A^T\lambda = Q_c$ (the run's kernels' :meth:`ukjax.AbstractKernels.column_multipliers`);
+    then $N$ solves the k-by-k system.
     A non-ideal force $C$ gives the acceleration of the force $Q + C$ (Udwadia 2004,
     eq 12); its columns keep the split of the constraint force into ideal and non-ideal."""
     k, d, n = fs.T.shape
@@ -703,7 +688,7 @@ def frictional_solve(
         return t.qdd, t.a, t.Qc_ideal, t.inconsistency, t.spd_ok
 
     qdd_cols, a_cols, Qc_cols, inconsistency, spd_ok = jax.vmap(column)(forces, rhs)
-    lam_cols = column_multipliers(A2, Qc_cols.T, solve.uk_solver.kernels.ops(n))
+    lam_cols = solve.uk_solver.kernels.column_multipliers(A2, Qc_cols.T)
     N0 = lam_cols[m_normal : m_normal + k, 0] + lam_cols[m_normal : m_normal + k, 1]
     J = lam_cols[m_normal : m_normal + k, 2:]
     N = small_solve(jnp.eye(k, dtype=Q.dtype) - J, N0)

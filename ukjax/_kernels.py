@@ -1,21 +1,22 @@
-r"""Kernel backends of the Udwadia-Kalaba solve: LAPACK calls, or unrolled scalar code for
-small systems, as strategy objects (:class:`AutoKernels`, :class:`UnrolledKernels`,
-:class:`LapackKernels`).
+r"""The dense operations of the Udwadia-Kalaba solve (:class:`DenseOps`): LAPACK calls,
+or unrolled scalar code for small systems. Which of them a solve uses is a strategy's
+choice (:mod:`ukjax._kernel_strategies`: :class:`ukjax.AutoKernels`,
+:class:`ukjax.UnrolledKernels`, :class:`ukjax.LapackKernels`).
 
 The UK right-hand side needs a Cholesky factor of $M$ (n, n) and of the Gram matrix
 $BB^T$ (m, m), a few triangular solves and matrix-vector products. Two interchangeable
 implementations:
 
-- :class:`LapackKernels`: `jnp.linalg.cholesky`, `jax.scipy.linalg.solve_triangular` and `@`.
+- :data:`LAPACK`: `jnp.linalg.cholesky`, `jax.scipy.linalg.solve_triangular` and `@`.
   Under `vmap` on CPU each batched factorisation is one LAPACK call per matrix, which is
   the faster choice for larger n.
-- :class:`UnrolledKernels`: the same algorithms written as straight-line scalar code (the textbook
+- :data:`UNROLLED`: the same algorithms written as straight-line scalar code (the textbook
   column Cholesky, forward and back substitution, products as chains of multiplies and adds,
   with no `reduce` op: jaxlib 0.10's CPU compiler sends batched reductions over a short
   axis to YNNPACK, which is slow for short axes). Under
   `vmap` every scalar becomes a vector over the batch, so XLA fuses the whole solve into a
   few loops over the batch with no per-matrix calls. The program grows like $n^3$, so
-  :class:`AutoKernels` uses it only for small n (`max_unrolled`, chosen by
+  :class:`ukjax.AutoKernels` uses it only for small n (:data:`UNROLL_MAX_N`, chosen by
   `benchmarks/kernels.py`: faster than LAPACK up to n = 8 and slower from n = 12, with a
   compile time that grows with n; the figures are in `benchmarks/RESULTS.md`, kernels
   section).
@@ -23,41 +24,28 @@ implementations:
 Both compute the same exact factorisations (no approximation); a non-SPD input gives NaN
 entries in either, which the callers detect.
 
-A third way, for large sparse systems, works on structural non-zeros only
-(:mod:`ukjax._structure`): :class:`AutoKernels` takes it from :data:`STRUCTURED_MIN_N`
-coordinates where it is :data:`WORTHWHILE_RATIO` times less work, :class:`StructuredKernels`
-whenever it is less work.
+Example:
+    >>> import jax.numpy as jnp
+    >>> from ukjax._kernels import LAPACK, UNROLLED
+    >>> M = jnp.array([[4.0, 2.0], [2.0, 3.0]])
+    >>> [UNROLLED.triangular(UNROLLED.cholesky(M)).solve(jnp.array([2.0, 1.0])).tolist(),
+    ...  LAPACK.triangular(LAPACK.cholesky(M)).solve(jnp.array([2.0, 1.0])).tolist()]
+    [[0.5, 0.0], [0.5, 0.0]]
 """
 
 from __future__ import annotations
 
-import abc
 import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 
 
 UNROLL_MAX_N = 8
-"""Largest number of coordinates for which :class:`AutoKernels` uses the unrolled kernels."""
-
-STRUCTURED_MIN_N = 16
-"""Smallest number of coordinates for which :class:`AutoKernels` finds the sparsity of M and
-of the constraint Jacobians from the system's program (:mod:`ukjax._structure`) and, where
-it is sparse enough, solves on the structural non-zeros. Chosen by `benchmarks/structure.py`
-on a user-written chain (figures in `benchmarks/RESULTS.md`, structure section): faster
-batched from this size, slower for a single trajectory.
-`AutoKernels(min_structured=None)` or :class:`LapackKernels` turn it off."""
-
-
-WORTHWHILE_RATIO = 20.0
-"""How many times fewer multiply-adds than the dense solve the structured one must do for
-:class:`AutoKernels` to use it: a chain of n = 16 (35x fewer) takes it, the Bricard
-mechanism (24 redundant rows closing a loop, whose Gram matrix fills in: 8x fewer) does
-not; their timings are in `benchmarks/RESULTS.md` (structure section)."""
+"""Largest number of coordinates for which :class:`ukjax.AutoKernels` uses the unrolled
+kernels."""
 
 
 def unpack(X: jax.Array) -> list[jax.Array]:
@@ -253,147 +241,3 @@ UNROLLED = DenseOps(
     norm=norm_unrolled,
     triangular=_triangular_unrolled,
 )
-
-
-class AbstractKernels(eqx.Module):
-    """The kernel backend of a UK solve: which dense operations to use for n coordinates.
-
-    Subclass it and implement :meth:`ops`; every UK solver strategy
-    (:class:`ukjax.CholeskyWithFallback`, :class:`ukjax.SVD`, :class:`ukjax.Cholesky`) has
-    a `kernels` field that takes one.
-    """
-
-    @abc.abstractmethod
-    def ops(self, n: int) -> DenseOps:
-        """The :class:`DenseOps` for a system of `n` coordinates (decided at trace time)."""
-
-    def structured(self, n: int) -> bool:
-        """Whether a system of `n` coordinates should have the sparsity of its mass matrix
-        and constraint Jacobians detected and used (:mod:`ukjax._structure`); the dense
-        :meth:`ops` remain the fallback when it has none worth using."""
-        return False
-
-    def structure_pays(self, dense: float, structured: float) -> bool:
-        """Whether the structured solve is used for a system whose dense factorisations
-        cost `dense` multiply-adds and whose structured solve `structured` (both counted
-        from the patterns, :func:`ukjax._structure.multiply_adds`)."""
-        return False
-
-    def at_events(self) -> AbstractKernels:
-        """The kernels of the code of a hybrid run (:mod:`ukjax._hybrid`) that runs once
-        per step or once per event, not once per stage of a step: the event values (the
-        contact forces of the stick-slip events), the mode switches, impacts and the
-        complementarity pivots. It holds many UK solves that run seldom next to the
-        stages: the same kernels unless a subclass says otherwise."""
-        return self
-
-
-class LapackKernels(AbstractKernels):
-    """LAPACK factorisations and triangular solves (`jnp.linalg`, `jax.scipy.linalg`).
-
-    Example:
-        >>> import jax.numpy as jnp, ukjax
-        >>> solver = ukjax.CholeskyWithFallback(kernels=ukjax.LapackKernels())
-        >>> [float(v) for v in ukjax.udwadia_kalaba(jnp.eye(2), jnp.array([0.0, -1.0]),
-        ...     jnp.array([[0.0, 1.0]]), jnp.array([0.0]), uk_solver=solver)]
-        [0.0, 0.0]
-    """
-
-    def ops(self, n: int) -> DenseOps:
-        return LAPACK
-
-
-class UnrolledKernels(AbstractKernels):
-    """Straight-line scalar code that XLA fuses across a `vmap` batch (any n; the program
-    grows like n^3, so prefer :class:`AutoKernels` unless n is small).
-
-    Example:
-        >>> import jax.numpy as jnp, ukjax
-        >>> solver = ukjax.CholeskyWithFallback(kernels=ukjax.UnrolledKernels())
-        >>> [float(v) for v in ukjax.udwadia_kalaba(jnp.eye(2), jnp.array([0.0, -1.0]),
-        ...     jnp.array([[0.0, 1.0]]), jnp.array([0.0]), uk_solver=solver)]
-        [0.0, 0.0]
-    """
-
-    def ops(self, n: int) -> DenseOps:
-        return UNROLLED
-
-
-class AutoKernels(AbstractKernels):
-    """Unrolled kernels for n <= `max_unrolled` (the UK solve passes the larger of the
-    number of coordinates and of constraint rows: it factors both M and the m x m Gram
-    matrix), LAPACK above (the default);
-    from `min_structured` coordinates (default :data:`STRUCTURED_MIN_N`, None: never) the
-    UK solve and the projection work on the structural non-zeros of M and of the constraint
-    Jacobians, found from the system's program (:mod:`ukjax._structure`), when that is at
-    least :data:`WORTHWHILE_RATIO` times fewer multiply-adds than the dense solve.
-
-    The threshold 8 was measured by `benchmarks/kernels.py` on a 2-core CPU. The code
-    that a hybrid run executes once per step or per event (:meth:`at_events`: event values,
-    switches, impacts, pivots) uses unrolled kernels only up to `max_unrolled_at_events`
-    coordinates (default 2, LAPACK above): it holds a dozen UK solves whose unrolled
-    copies doubled the compile time of contact runs from n = 3 on, while the stages of
-    the steps keep the unrolled kernels (`benchmarks/RESULTS.md`, contact compile section).
-
-    Example:
-        >>> import ukjax
-        >>> ukjax.AutoKernels().ops(4) is ukjax.UnrolledKernels().ops(4)
-        True
-        >>> ukjax.AutoKernels(max_unrolled=2).ops(4) is ukjax.LapackKernels().ops(4)
-        True
-        >>> ukjax.AutoKernels().at_events().ops(4) is ukjax.LapackKernels().ops(4)
-        True
-        >>> off = ukjax.AutoKernels(min_structured=None)
-        >>> ukjax.AutoKernels().structured(16), off.structured(64)
-        (True, False)
-    """
-
-    max_unrolled: int = eqx.field(static=True, default=UNROLL_MAX_N)
-    min_structured: int | None = eqx.field(static=True, default=STRUCTURED_MIN_N)
-    max_unrolled_at_events: int = eqx.field(static=True, default=2)
-
-    def ops(self, n: int) -> DenseOps:
-        return UNROLLED if n <= self.max_unrolled else LAPACK
-
-    def structured(self, n: int) -> bool:
-        return self.min_structured is not None and n >= self.min_structured
-
-    def structure_pays(self, dense: float, structured: float) -> bool:
-        return dense >= WORTHWHILE_RATIO * max(structured, 1.0)
-
-    def at_events(self) -> AutoKernels:
-        return AutoKernels(
-            max_unrolled=self.max_unrolled_at_events,
-            min_structured=self.min_structured,
-            max_unrolled_at_events=self.max_unrolled_at_events,
-        )
-
-
-class StructuredKernels(AbstractKernels):
-    """Find the sparsity of M and of the constraint Jacobians and work only on their
-    structural non-zeros, at any n, whenever that is fewer multiply-adds than the dense
-    solve (:mod:`ukjax._structure`); dense kernels as :class:`AutoKernels` otherwise.
-
-    Example:
-        >>> import jax.numpy as jnp, ukjax
-        >>> from ukjax.systems import PlanarChain
-        >>> chain = PlanarChain.uniform(3)
-        >>> q, qd = chain.state_from_angles(jnp.array([0.1, 0.2, 0.3]), jnp.zeros(3))
-        >>> solver = ukjax.Regularized(kernels=ukjax.StructuredKernels())
-        >>> fast = ukjax.acceleration(chain, 0.0, q, qd, uk_solver=solver)
-        >>> dense = ukjax.acceleration(chain, 0.0, q, qd,
-        ...     uk_solver=ukjax.Regularized(kernels=ukjax.LapackKernels()))
-        >>> bool(jnp.allclose(fast, dense, rtol=1e-10, atol=1e-10))
-        True
-    """
-
-    max_unrolled: int = eqx.field(static=True, default=UNROLL_MAX_N)
-
-    def ops(self, n: int) -> DenseOps:
-        return AutoKernels(max_unrolled=self.max_unrolled).ops(n)
-
-    def structured(self, n: int) -> bool:
-        return True
-
-    def structure_pays(self, dense: float, structured: float) -> bool:
-        return structured < dense

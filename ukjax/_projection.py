@@ -24,7 +24,8 @@ from jaxtyping import Array, ArrayLike, Float
 from ._adjoint import differentiated
 from ._dynamics import mass_matrix
 from ._errors import error_if
-from ._kernels import AbstractKernels, AutoKernels, DenseOps
+from ._kernel_strategies import AbstractKernels, AutoKernels
+from ._kernels import DenseOps
 from ._precision import full_precision
 from ._residuals import (
     default_ic_tol,
@@ -367,7 +368,7 @@ class Projection(AbstractStabilization):
       saves).
     - `kernels`: the linear algebra of the corrections (default :class:`ukjax.AutoKernels`,
       as the UK solve's: unrolled for small systems, LAPACK above, and from
-      :data:`ukjax._kernels.STRUCTURED_MIN_N` coordinates the structural non-zeros of M
+      :data:`ukjax._kernel_strategies.STRUCTURED_MIN_N` coordinates the structural non-zeros of M
       and of the constraint Jacobians, found from the system's program, where they are
       sparse: the Jacobian by one product per column colour instead of one per
       coordinate). `ukjax.LapackKernels()` keeps it dense.

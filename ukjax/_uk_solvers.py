@@ -29,7 +29,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._kernels import AbstractKernels, AutoKernels, DenseOps
+from ._kernel_strategies import AbstractKernels, AutoKernels
+from ._kernels import DenseOps
 from ._linalg import default_regularization, full_rank_solve, pinv_solve, regularized_solve
 from ._uk_formula import Solved, uk_formula
 from ._uk_regularized import regularized_uk
