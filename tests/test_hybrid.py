@@ -14,7 +14,7 @@ import pytest
 import ukjax
 from references import bouncing_ball_impacts, kkt_impulse, pendulum_wall_reference
 from ukjax._hybrid import _segment_saves
-from ukjax.systems import BouncingBall, CartesianPendulum, ImpulsiveFourBar
+from ukjax.systems import BallsOnTable, BouncingBall, CartesianPendulum, ImpulsiveFourBar
 
 
 class CylinderParticle(ukjax.System):
@@ -114,10 +114,59 @@ def test_elastic_ball_keeps_its_energy_and_batch_equals_single_runs():
     np.testing.assert_allclose(E, 9.81 * 0.5, rtol=1e-10)
 
 
+def _float32_drop(h0):
+    """A float32 ball dropped from h0 (float32), restitution 0.8, saved at 13 times."""
+    f32 = jnp.float32
+    ts = jnp.linspace(0.0, 1.2, 13, dtype=f32)
+    law = ukjax.Impact(restitution=0.8)
+    return ukjax.simulate(BouncingBall(), h0[None], jnp.zeros(1, f32), ts, contact=law)
+
+
+def _between_first_bounces(h0, t, e=0.8, g=9.81):
+    """x(t) and dx(t)/dh0 of the ball between its 1st and 2nd impact: x = v1 s - g s^2 / 2,
+    s = t - t1, t1 = sqrt(2 h0 / g), v1 = e sqrt(2 g h0)."""
+    t1, v1 = np.sqrt(2 * h0 / g), e * np.sqrt(2 * g * h0)
+    s = t - t1
+    dt1 = 1.0 / np.sqrt(2 * g * h0)
+    return v1 * s - 0.5 * g * s**2, e * np.sqrt(g / (2 * h0)) * s - (v1 - g * s) * dt1
+
+
+def test_float32_hybrid_runs_with_x64_on():
+    """A float32 run in a process with x64 on (as these tests run): the events are found
+    and the run stays float32 and matches the closed form to float32's accuracy. diffrax's
+    event root find puts the event value in a `lax.cond` beside a Python 0.0 (float64
+    with x64 on): ukjax's float32 event values failed to trace there until stop 90."""
+    sol = _float32_drop(jnp.asarray(1.0, jnp.float32))
+    assert sol.result == ukjax.RESULTS.successful and sol.q.dtype == jnp.float32
+    times, _, _ = bouncing_ball_impacts(1.0, 0.8, 9.81, 2)
+    np.testing.assert_allclose(sol.events.time[:2], times, rtol=1e-4)
+    x, _ = _between_first_bounces(1.0, float(sol.ts[8]))
+    np.testing.assert_allclose(float(sol.q[8, 0]), x, rtol=1e-4)
+
+
+@pytest.mark.slow
+def test_float32_derivatives_and_friction_with_x64_on():
+    """The same float32 drop with x64 on, differentiated through its impact (d x / d h0
+    against the closed form), and a float32 frictional ball in 3-D: it slides, then rolls
+    at 5/7 of its initial speed (Coulomb(), BallsOnTable)."""
+    f32 = jnp.float32
+    grad = jax.grad(lambda h: _float32_drop(h).q[8, 0])(jnp.asarray(1.0, f32))
+    assert grad.dtype == f32
+    _, dx = _between_first_bounces(1.0, 0.8)
+    np.testing.assert_allclose(float(grad), dx, rtol=1e-3)
+    ball = BallsOnTable(count=1, mu_static=0.3, mu_kinetic=0.2)
+    q0 = jnp.array([0.0, 0.0, ball.radius, 0.0, 0.0, 0.0], f32)
+    qd0 = jnp.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0], f32)
+    ts = jnp.linspace(0.0, 0.8, 9, dtype=f32)
+    sol = ukjax.simulate(ball, q0, qd0, ts, friction=ukjax.Coulomb())
+    assert sol.result == ukjax.RESULTS.successful and sol.q.dtype == f32
+    np.testing.assert_allclose(sol.qd[-1, :2], [5.0 / 7.0, 0.0], atol=1e-5)
+
+
 @pytest.mark.slow
 def test_bouncing_ball_in_float32_comes_to_rest():
-    # float32 as a float32 user runs it: x64 off (with x64 on, diffrax's event root find
-    # mixes a float64 literal into float32 events)
+    # float32 as a float32 user runs it, with x64 off (test_float32_hybrid_runs_with_x64_on
+    # runs it with x64 on)
     law = ukjax.Impact(restitution=0.8)
     with jax.enable_x64(False):
         ts = jnp.linspace(0.0, 5.0, 11, dtype=jnp.float32)

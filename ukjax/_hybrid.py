@@ -277,9 +277,14 @@ class EventDriver(AbstractDriver):
 
     # ---- events -------------------------------------------------------------------------
     def _event(self, mode: Mode, offset):
+        # The value in JAX's default floating dtype (float64 with x64 on): diffrax's root
+        # find puts it in a `lax.cond` beside a Python 0.0, and a float32 run with x64 on
+        # would otherwise fail to trace (branches of different dtypes). Exact: a float32
+        # value widens without rounding, and only its sign and zero are used.
+        default = jnp.result_type(float)
         contact_fn = lambda t, y, args, **kw: jnp.min(
             self.field.event_values(t, y, mode) + offset, initial=1.0
-        )
+        ).astype(default)
         # Bisection: robust for the kinks of min() and of release laws (Newton is not);
         # the event time still gets its implicit-function derivative.
         tol = 100 * jnp.finfo(offset.dtype).eps
