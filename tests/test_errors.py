@@ -79,6 +79,16 @@ def test_state_and_system_errors():
     with pytest.raises(ValueError, match="holonomic must return a 1-D array"):
         ukjax.acceleration(BadPhi(), 0.0, jnp.zeros(2), jnp.zeros(2))
 
+    class BadGaps(ukjax.System):
+        def mass_matrix(self, t, q):
+            return jnp.eye(2)
+
+        def unilateral(self, t, q):
+            return jnp.ones((2, 2))
+
+    with pytest.raises(ValueError, match="unilateral must return a 1-D array .* or a scalar"):
+        ukjax.simulate(BadGaps(), jnp.ones(2), jnp.zeros(2), ts)
+
     class BadMass(ukjax.System):
         def mass_matrix(self, t, q):
             return jnp.eye(3)

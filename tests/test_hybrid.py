@@ -114,6 +114,32 @@ def test_elastic_ball_keeps_its_energy_and_batch_equals_single_runs():
     np.testing.assert_allclose(E, 9.81 * 0.5, rtol=1e-10)
 
 
+def test_a_scalar_gap_is_one_contact():
+    """`unilateral` returning a scalar (`q[1]`, as one writes a single contact) is one
+    contact, as a scalar `holonomic` is one constraint: a ball thrown sideways, written with
+    int fields and int initial values, bounces at the closed form's times and keeps its
+    horizontal speed (no friction declared)."""
+
+    class Thrown(ukjax.System):
+        g: int = 10
+
+        def kinetic_energy(self, t, q, qd):
+            return 0.5 * qd @ qd
+
+        def potential_energy(self, t, q):
+            return self.g * q[1]
+
+        def unilateral(self, t, q):
+            return q[1]
+
+    ts = jnp.linspace(0.0, 1.5, 16)
+    sol = ukjax.simulate(Thrown(), [0, 1], [2, 0], ts, contact=ukjax.Impact(0.5))
+    assert sol.result == ukjax.RESULTS.successful and sol.engaged.shape == (16, 1)
+    times, _, _ = bouncing_ball_impacts(1.0, 0.5, 10.0, 3)
+    np.testing.assert_allclose(sol.events.time[:3], times, rtol=1e-10)
+    np.testing.assert_allclose(sol.q[:, 0], 2.0 * ts, rtol=1e-12)
+
+
 def _float32_drop(h0):
     """A float32 ball dropped from h0 (float32), restitution 0.8, saved at 13 times."""
     f32 = jnp.float32

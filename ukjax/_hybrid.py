@@ -717,7 +717,7 @@ class EventDriver(AbstractDriver):
         obstacle) and for invalid friction coefficients."""
         law, system = self.law, self.field.system
         if self.num_contacts:
-            g = jnp.asarray(system.unilateral(t0, q0), q0.dtype)
+            g = jnp.atleast_1d(jnp.asarray(system.unilateral(t0, q0), q0.dtype))
             bad = np.flatnonzero(np.asarray(law.penetrating(g)))
             g = np.asarray(g)
             if bad.size:

@@ -16,7 +16,7 @@ from jaxtyping import ArrayLike, Float
 from ._adjoint import default_adjoint
 from ._contact import AbstractContact, Impact, check_contact
 from ._driver import AbstractDriver
-from ._field import Field
+from ._field import Field, count_contacts
 from ._friction import (
     AbstractFriction,
     check_friction,
@@ -349,22 +349,18 @@ def _event_driver(
     """The event-driven driver, or None when the run has no contacts, impulses or latches."""
     system = field.system
     t0 = jax.ShapeDtypeStruct((), ts.dtype)  # (ts[0] on a concrete ts is an eager op)
-    out = jax.eval_shape(lambda t, q: system.unilateral(t, q), t0, q0)
-    if out is None and contact is not None:
+    k = count_contacts(system, t0, q0)
+    if not k and contact is not None:
         raise ValueError(
             f"contact= was given but {type(system).__name__} declares no unilateral "
             "constraints: define unilateral(self, t, q) returning g (admissible where g >= 0)."
         )
-    friction_law = _friction_law(system, friction, out is not None, t0, q0)
+    friction_law = _friction_law(system, friction, bool(k), t0, q0)
     latches = num_latches(system, t0, q0)
-    if out is None and impulses is None and not latches:
+    if not k and impulses is None and not latches:
         return None
     if not isinstance(max_events, int) or max_events < 1:
         raise ValueError(f"max_events must be a positive integer; got {max_events!r}.")
-    if out is not None and len(out.shape) != 1:
-        raise ValueError(
-            f"{type(system).__name__}.unilateral must return a 1-D array; got shape {out.shape}."
-        )
     if impulses is not None:
         if not isinstance(impulses, Impulses):
             raise TypeError(f"impulses must be a ukjax.Impulses; got {impulses!r}.")
@@ -380,7 +376,7 @@ def _event_driver(
         field=hybrid_field,
         impulses=impulses,
         max_events=max_events,
-        num_contacts=0 if out is None else out.shape[0],
+        num_contacts=k,
         num_latches=latches,
         **settings,
     )

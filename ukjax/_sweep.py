@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._constraints import rows as constraint_rows
+from ._field import count_contacts
 from ._friction import declares_friction, tangent_dim
 from ._kernels import LAPACK
 from ._latches import num_latches
@@ -279,8 +280,7 @@ def _factors_with_lapack(system: System, t, q, qd, simulate_kwargs: dict) -> boo
     finished while only the stages' kernels were asked (`benchmarks/RESULTS.md`, stop 78)."""
     kernels = check_uk_solver(simulate_kwargs.get("uk_solver")).kernels
     A = jax.eval_shape(lambda q_, qd_: constraint_rows(system, t, q_, qd_)[0], q, qd)
-    gaps = jax.eval_shape(lambda q_: system.unilateral(t, q_), q)
-    k = 0 if gaps is None else gaps.shape[0]
+    k = count_contacts(system, t, q)
     d = tangent_dim(system, t, q) if k and declares_friction(system, t, q) else 0
     size = max(q.shape[0], A.shape[0] + k * (1 + d))
     hybrid = bool(k) or num_latches(system, t, q) > 0

@@ -42,8 +42,9 @@ class System(eqx.Module):
       $A\ddot q = b$, stacked after the other two.
     - `nonideal_force(self, t, q, qd)` (optional): the vector $C$ that prescribes the
       virtual work $v^TC$ of non-ideal constraints (Udwadia 2004).
-    - `unilateral(self, t, q)` (optional): 1-D array $g(q, t)$ of unilateral constraints,
-      admissible where every $g_i \ge 0$ (contacts, obstacles, joint limits); how they act
+    - `unilateral(self, t, q)` (optional): 1-D array $g(q, t)$ of unilateral constraints
+      (a scalar for one), admissible where every $g_i \ge 0$ (contacts, obstacles, joint
+      limits); how they act
       is chosen by `simulate(..., contact=ukjax.Impact(...))` (see :mod:`ukjax._contact`).
     - `friction(self, t, q)` (optional): Coulomb friction on the unilateral contacts,
       `(T, mu_static, mu_kinetic)` with `T` (k, d, n) the tangent rows of each contact
