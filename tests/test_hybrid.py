@@ -140,6 +140,18 @@ def test_a_scalar_gap_is_one_contact():
     np.testing.assert_allclose(sol.q[:, 0], 2.0 * ts, rtol=1e-12)
 
 
+def test_forward_mode_through_the_default_hybrid_adjoint_says_which_adjoint_to_pass():
+    """The default adjoint of a run with contacts is reverse mode only (its segments
+    replayed by a custom VJP): `jax.jacfwd` is refused at trace time with a TypeError that
+    names the adjoints that do forward mode, not only JAX's message about custom VJPs."""
+    ts = jnp.linspace(0.0, 1.0, 5)
+    drop = lambda h: ukjax.simulate(
+        BouncingBall(), h[None], jnp.zeros(1), ts, contact=ukjax.Impact(0.7)
+    ).q[-1, 0]
+    with pytest.raises(TypeError, match=r"adjoint=diffrax\.ForwardMode\(\)"):
+        jax.jacfwd(drop)(1.0)
+
+
 def _float32_drop(h0):
     """A float32 ball dropped from h0 (float32), restitution 0.8, saved at 13 times."""
     f32 = jnp.float32

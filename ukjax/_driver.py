@@ -62,6 +62,13 @@ class AbstractDriver(eqx.Module):
         """Plain ValueErrors, before tracing, for what this driver can judge on concrete
         inputs with `throw=True` (by default nothing)."""
 
+    def transformation_hint(self, error: TypeError) -> str | None:
+        """What to do instead, where `error` is JAX's refusal of a transformation this
+        driver's run cannot take (e.g. forward mode through a reverse-only adjoint): the
+        message of the TypeError `simulate` raises in its place. None (the default): JAX's
+        error stands."""
+        return None
+
 
 def refuse_initial(throw: bool, q0, code: RESULTS, **values) -> jax.Array:
     """`q0`, with a run-time error raised (`throw=True`) when `code` is a failure: the

@@ -712,6 +712,21 @@ class EventDriver(AbstractDriver):
             latched=c.saved_mode.latched,
         )
 
+    def transformation_hint(self, error: TypeError) -> str | None:
+        """With the default adjoint the segment loop is a custom VJP (reverse mode only):
+        JAX's refusal of forward mode (`jax.jvp`, `jax.jacfwd`, `jax.hessian`) becomes a
+        message naming the adjoints that take it."""
+        if _loop_kind(self.stepping.adjoint) != "replayed" or _FORWARD_REFUSED not in str(error):
+            return None
+        return (
+            "ukjax: forward-mode derivatives (jax.jvp, jax.jacfwd, jax.hessian) of a run "
+            "with contacts, impulses or latches need simulate(..., "
+            "adjoint=diffrax.ForwardMode()) (forward mode only) or "
+            "adjoint=diffrax.DirectAdjoint() (both modes, a bounded loop: slower). The "
+            "default differentiates such a run in reverse mode only (jax.grad, jax.vjp, "
+            "jax.jacrev), replaying its segments."
+        )
+
     def refuse(self, t0, q0) -> None:
         """Plain ValueErrors for a rigid contact violated at t0 (the system starts inside an
         obstacle) and for invalid friction coefficients."""
@@ -737,6 +752,9 @@ class EventDriver(AbstractDriver):
                 f"mu_static = {mu_s[bad].tolist()} and mu_kinetic = {mu_k[bad].tolist()}; "
                 "Coulomb friction needs 0 <= mu_kinetic <= mu_static."
             )
+
+
+_FORWARD_REFUSED = "forward-mode autodiff (jvp) to a custom_vjp"  # JAX's TypeError says
 
 
 def _loop_kind(adjoint: diffrax.AbstractAdjoint) -> Literal["lax", "replayed", "bounded"]:

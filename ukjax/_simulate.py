@@ -290,7 +290,13 @@ def simulate(
         driver = _smooth_driver(field, progress_meter, settings)
     if throw and is_concrete(system, q0, ts):
         driver.refuse(t0, q0)
-    return run(driver, q0, qd0, ts)
+    try:
+        return run(driver, q0, qd0, ts)
+    except TypeError as error:  # a transformation the run cannot take: say what to do
+        hint = driver.transformation_hint(error)
+        if hint is None:
+            raise
+        raise TypeError(hint) from error
 
 
 def _smooth_driver(field: Field, progress_meter, settings) -> SmoothDriver:
