@@ -71,14 +71,14 @@ def gap_function(system: System, dtype):
     return lambda t_, q_: as_rows(g(t_, q_), "unilateral", system, dtype)
 
 
-def count_contacts(system: System, t, q) -> int:
-    """k, the number of unilateral constraints `system` declares (0 if none): a scalar g
-    is one contact, as a scalar phi is one holonomic constraint; any other shape but a
-    1-D array is a ValueError at trace time. `t`, `q` may be shapes
-    (`jax.ShapeDtypeStruct`)."""
+def count_contacts(system: System, t, q) -> int | None:
+    """k, the number of unilateral constraints `system` declares (None if `unilateral`
+    returns None; 0 for an empty array): a scalar g is one contact, as a scalar phi is one
+    holonomic constraint; any other shape but a 1-D array is a ValueError at trace time.
+    `t`, `q` may be shapes (`jax.ShapeDtypeStruct`)."""
     out = jax.eval_shape(lambda t_, q_: system.unilateral(t_, q_), t, q)
     if out is None:
-        return 0
+        return None
     if len(out.shape) > 1:
         raise ValueError(
             f"{type(system).__name__}.unilateral must return a 1-D array (one gap g_i per "

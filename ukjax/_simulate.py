@@ -356,14 +356,14 @@ def _event_driver(
     system = field.system
     t0 = jax.ShapeDtypeStruct((), ts.dtype)  # (ts[0] on a concrete ts is an eager op)
     k = count_contacts(system, t0, q0)
-    if not k and contact is not None:
+    if k is None and contact is not None:
         raise ValueError(
             f"contact= was given but {type(system).__name__} declares no unilateral "
             "constraints: define unilateral(self, t, q) returning g (admissible where g >= 0)."
         )
-    friction_law = _friction_law(system, friction, bool(k), t0, q0)
+    friction_law = _friction_law(system, friction, k is not None, t0, q0)
     latches = num_latches(system, t0, q0)
-    if not k and impulses is None and not latches:
+    if k is None and impulses is None and not latches:
         return None
     if not isinstance(max_events, int) or max_events < 1:
         raise ValueError(f"max_events must be a positive integer; got {max_events!r}.")
@@ -382,7 +382,7 @@ def _event_driver(
         field=hybrid_field,
         impulses=impulses,
         max_events=max_events,
-        num_contacts=k,
+        num_contacts=k or 0,
         num_latches=latches,
         **settings,
     )

@@ -280,7 +280,7 @@ def _factors_with_lapack(system: System, t, q, qd, simulate_kwargs: dict) -> boo
     finished while only the stages' kernels were asked (`benchmarks/RESULTS.md`, stop 78)."""
     kernels = check_uk_solver(simulate_kwargs.get("uk_solver")).kernels
     A = jax.eval_shape(lambda q_, qd_: constraint_rows(system, t, q_, qd_)[0], q, qd)
-    k = count_contacts(system, t, q)
+    k = count_contacts(system, t, q) or 0
     d = tangent_dim(system, t, q) if k and declares_friction(system, t, q) else 0
     size = max(q.shape[0], A.shape[0] + k * (1 + d))
     hybrid = bool(k) or num_latches(system, t, q) > 0
