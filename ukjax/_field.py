@@ -73,18 +73,13 @@ def gap_function(system: System, dtype):
 
 def count_contacts(system: System, t, q) -> int | None:
     """k, the number of unilateral constraints `system` declares (None if `unilateral`
-    returns None; 0 for an empty array): a scalar g is one contact, as a scalar phi is one
-    holonomic constraint; any other shape but a 1-D array is a ValueError at trace time.
-    `t`, `q` may be shapes (`jax.ShapeDtypeStruct`)."""
-    out = jax.eval_shape(lambda t_, q_: system.unilateral(t_, q_), t, q)
-    if out is None:
+    returns None; 0 for an empty array), its gaps checked as :func:`gap_function` takes
+    them (:func:`ukjax._residuals.as_rows`: a scalar g is one contact, as a scalar phi is
+    one holonomic constraint; another shape is a ValueError at trace time). `t`, `q` may be
+    shapes (`jax.ShapeDtypeStruct`)."""
+    if jax.eval_shape(lambda t_, q_: system.unilateral(t_, q_), t, q) is None:
         return None
-    if len(out.shape) > 1:
-        raise ValueError(
-            f"{type(system).__name__}.unilateral must return a 1-D array (one gap g_i per "
-            f"contact, admissible where g_i >= 0) or a scalar; got shape {out.shape}."
-        )
-    return out.shape[0] if out.shape else 1
+    return jax.eval_shape(gap_function(system, q.dtype), t, q).shape[0]
 
 
 @traced_once  # the event code asks for it again and again at one state

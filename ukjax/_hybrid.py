@@ -732,7 +732,7 @@ class EventDriver(AbstractDriver):
         obstacle) and for invalid friction coefficients."""
         law, system = self.law, self.field.system
         if self.num_contacts:
-            g = jnp.atleast_1d(jnp.asarray(system.unilateral(t0, q0), q0.dtype))
+            g = gap_function(system, q0.dtype)(t0, q0)
             bad = np.flatnonzero(np.asarray(law.penetrating(g)))
             g = np.asarray(g)
             if bad.size:

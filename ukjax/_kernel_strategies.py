@@ -204,11 +204,15 @@ class StructuredKernels(AbstractKernels):
 
     max_unrolled: int = eqx.field(static=True, default=UNROLL_MAX_N)
 
+    def dense(self, n: int) -> AbstractKernels:
+        """The dense strategy for `n` coordinates, as :meth:`AutoKernels.dense`."""
+        return AutoKernels(max_unrolled=self.max_unrolled).dense(n)
+
     def ops(self, n: int) -> DenseOps:
-        return AutoKernels(max_unrolled=self.max_unrolled).ops(n)
+        return self.dense(n).ops(n)
 
     def column_multipliers(self, A: jax.Array, F: jax.Array) -> jax.Array:
-        return AutoKernels(max_unrolled=self.max_unrolled).column_multipliers(A, F)
+        return self.dense(A.shape[1]).column_multipliers(A, F)
 
     def structured(self, n: int) -> bool:
         return True

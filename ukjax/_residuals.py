@@ -47,7 +47,7 @@ def as_rows(value, name: str, system: System, dtype) -> jax.Array:
     if value.ndim != 1:
         raise ValueError(
             f"{type(system).__name__}.{name} must return a 1-D array (one entry per "
-            f"constraint); got shape {value.shape}."
+            f"constraint) or a scalar (one constraint); got shape {value.shape}."
         )
     if not jnp.issubdtype(value.dtype, jnp.inexact):
         raise ValueError(
