@@ -222,6 +222,10 @@ class DenseOps(NamedTuple):
     gram: Callable  # B -> B B^T
     norm: Callable  # X -> 2-norm of a vector, Frobenius norm of a matrix
     triangular: Callable  # L -> Triangular: the solves and products with a factor L
+    # whether these operations call LAPACK: a batched program that does runs in smaller
+    # chunks in `ukjax.sweep` (jaxlib 0.10 splits batched LAPACK calls over XLA's thread
+    # pool; `ukjax._sweep._factors_with_lapack`). True unless known otherwise.
+    calls_lapack: bool = True
 
 
 LAPACK = DenseOps(
@@ -240,4 +244,5 @@ UNROLLED = DenseOps(
     gram=_gram_unrolled,
     norm=norm_unrolled,
     triangular=_triangular_unrolled,
+    calls_lapack=False,
 )

@@ -18,7 +18,6 @@ import numpy as np
 from ._constraints import rows as constraint_rows
 from ._field import count_contacts
 from ._friction import declares_friction, tangent_dim
-from ._kernels import LAPACK
 from ._latches import num_latches
 from ._probe import probe_indexing
 from ._results import NAMES, name_of
@@ -286,7 +285,7 @@ def _factors_with_lapack(system: System, t, q, qd, simulate_kwargs: dict) -> boo
     hybrid = bool(k) or num_latches(system, t, q) > 0
     hybrid = hybrid or simulate_kwargs.get("impulses") is not None
     everywhere = [kernels, kernels.at_events()] if hybrid else [kernels]
-    return any(used.ops(size) is LAPACK for used in everywhere)
+    return any(used.ops(size).calls_lapack for used in everywhere)
 
 
 def _cores() -> int:
