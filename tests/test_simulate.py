@@ -210,3 +210,45 @@ def test_first_call_compiles_few_programs_besides_the_solve():
     # the solve, the residual check and a few conversions of constants (8 here; 20
     # when the checks ran eager jax.numpy operations)
     assert 2 <= n <= 10, n
+
+
+def test_saves_at_step_ends_are_as_accurate_as_the_steps():
+    """A save between steps is read from Dopri8's dense output; with `step_ts=ts` every
+    save is a step end (simulate's docstring): the saves then match the exact pendulum to
+    the steps' accuracy and sit on the constraint, and the default adjoint's derivative
+    through such a run equals diffrax's checkpointed loop's."""
+    L, g = 1.0, 9.81
+    ts = np.linspace(0.0, 10.0, 1001)
+    ref = solve_ivp(
+        lambda t, y: [y[1], -(g / L) * np.sin(y[0])],
+        (0, 10),
+        [np.pi / 2, 0.0],
+        method="DOP853",
+        rtol=1e-13,
+        atol=1e-13,
+        t_eval=ts,
+    )
+    controller = diffrax.PIDController(rtol=1e-12, atol=1e-12, step_ts=jnp.asarray(ts))
+    pend = CartesianPendulum(length=L, g=g)
+    q0, qd0 = jnp.array([L, 0.0]), jnp.zeros(2)
+    sol = ukjax.simulate(pend, q0, qd0, ts, stepsize_controller=controller)
+    exact = np.c_[L * np.sin(ref.y[0]), -L * np.cos(ref.y[0])]
+    err = np.abs(np.asarray(sol.q) - exact).max()
+    assert err < 5e-12, err
+    drift = np.abs(np.sum(np.asarray(sol.q) ** 2, axis=1) - L**2).max()
+    assert drift < 1e-13, drift
+    assert int(sol.stats["num_steps"]) >= len(ts) - 1  # every save a step end
+
+    short = jnp.linspace(0.0, 2.0, 21)
+    every = diffrax.PIDController(rtol=1e-12, atol=1e-12, step_ts=short)
+
+    def x_sum(length, adjoint=None):
+        run = ukjax.simulate(
+            CartesianPendulum(length=length, g=g), jnp.array([length, 0.0]), jnp.zeros(2),
+            short, stepsize_controller=every, adjoint=adjoint,
+        )  # fmt: skip
+        return run.q[:, 0].sum()
+
+    replayed = jax.grad(x_sum)(1.0)
+    looped = jax.grad(lambda x: x_sum(x, diffrax.RecursiveCheckpointAdjoint()))(1.0)
+    assert abs(float(replayed - looped)) < 1e-9 * abs(float(looped)), (replayed, looped)
