@@ -589,3 +589,34 @@ def incline_slide_reference(alpha, g, mu, v0, t_end):
     sol = solve_ivp(rhs, (0.0, t_end), y0, method="DOP853", rtol=1e-12, atol=1e-14, events=stopped)
     t_stop = sol.t_events[0][0] if sol.t_events[0].size else None
     return t_stop, sol.y[:2, -1]
+
+
+def ball_column_impacts(q0, v0, r, e, g, count):
+    """The first `count` impacts of equal balls of radius `r` stacked on a line above a floor
+    (centres q0 upward, velocities v0), each a binary Newton impact of restitution `e`:
+    (time, contact) with contact 0 the floor and i the gap between balls i - 1 and i. Exact
+    while every impact involves two bodies only: in free flight all balls fall alike, so a
+    gap between two balls closes linearly and the floor's quadratically."""
+    q, v = np.array(q0, float), np.array(v0, float)
+    t, out = 0.0, []
+    for _ in range(count):
+        hits = []
+        # floor: q0 - r + v0 s - g s^2 / 2 = 0, the positive root
+        a, b, c = -0.5 * g, v[0], q[0] - r
+        s = (-b - np.sqrt(b * b - 4 * a * c)) / (2 * a)
+        hits.append((s if s > 1e-15 else np.inf, 0))
+        for i in range(1, len(q)):
+            gap, closing = q[i] - q[i - 1] - 2 * r, v[i] - v[i - 1]
+            hits.append((gap / -closing if closing < 0 and gap >= 0 else np.inf, i))
+        s, j = min(hits)
+        q = q + v * s - 0.5 * g * s * s
+        v = v - g * s
+        t += s
+        if j == 0:
+            v[0] = -e * v[0]
+        else:
+            lo, hi = v[j - 1], v[j]
+            v[j - 1] = 0.5 * ((1 - e) * lo + (1 + e) * hi)
+            v[j] = 0.5 * ((1 + e) * lo + (1 - e) * hi)
+        out.append((t, j))
+    return out

@@ -12,7 +12,12 @@ import numpy as np
 import pytest
 
 import ukjax
-from references import bouncing_ball_impacts, kkt_impulse, pendulum_wall_reference
+from references import (
+    ball_column_impacts,
+    bouncing_ball_impacts,
+    kkt_impulse,
+    pendulum_wall_reference,
+)
 from ukjax._hybrid import _segment_saves
 from ukjax.systems import BallsOnTable, BouncingBall, CartesianPendulum, ImpulsiveFourBar
 
@@ -558,3 +563,54 @@ def test_the_event_log_records_an_entry_only_where_asked_and_drops_past_its_end(
     assert list(np.asarray(batch.count)) == [2, 1]
     assert float(batch.time[0, 1]) == 0.6 and np.isnan(batch.time[1, 1])
     assert int(batch.kind[1, 1]) == EventKind.NONE
+
+
+class BallColumn(ukjax.System):
+    """`balls` equal balls of radius r stacked on a line above a floor, as a user writes
+    them: centres q upward, contact 0 the floor, contact i the gap between balls i - 1, i."""
+
+    balls: int = 4
+    r: float = 0.1
+    g: float = 9.81
+
+    def kinetic_energy(self, t, q, qd):
+        return 0.5 * qd @ qd
+
+    def potential_energy(self, t, q):
+        return self.g * jnp.sum(q)
+
+    def unilateral(self, t, q):
+        return jnp.concatenate([q[:1] - self.r, q[1:] - q[:-1] - 2 * self.r])
+
+
+def test_a_column_of_balls_settles_on_the_floor():
+    """Four balls dropped in a column (e = 0.5): their binary impacts match an exact
+    event-by-event reference, and they come to rest stacked. From a start with the bottom
+    ball on the floor, a run used to stall in one segment (max_steps): an upper contact
+    closing slowly sat at a gap of round-off, bounded by steps too short to change the
+    coordinates; the step bound now carries a touching contact across its band."""
+    column, law = BallColumn(), ukjax.Impact(0.5)
+    ts = jnp.linspace(0.0, 3.0, 31)
+    stack = 0.1 + 0.2 * np.arange(4)
+
+    def run(q0):
+        return ukjax.simulate(column, q0, jnp.zeros(4), ts, contact=law, max_events=1024)
+
+    free = run(jnp.array([0.3, 0.62, 0.95, 1.3]))  # every contact open at the start
+    ev = free.events
+    ref = ball_column_impacts([0.3, 0.62, 0.95, 1.3], np.zeros(4), 0.1, 0.5, 9.81, 40)
+    np.testing.assert_array_equal(np.asarray(ev.contact[:40]), [j for _, j in ref])
+    np.testing.assert_allclose(np.asarray(ev.time[:40]), [t for t, _ in ref], rtol=0, atol=1e-11)
+    np.testing.assert_array_equal(np.asarray(ev.kind[:40]), int(ukjax.EventKind.IMPACT))
+    resting = run(jnp.asarray(0.1 + 0.25 * np.arange(4) + 0.05 * np.arange(4) ** 1.5))
+    for sol in (free, resting):
+        assert sol.result == ukjax.RESULTS.successful
+        # at rest, stacked: a contact touching within the law's simultaneity band
+        # (sqrt(eps)) when another impacts joins that impact and engages where it is
+        band = law.gap_tol(jnp.float64)
+        np.testing.assert_allclose(np.asarray(sol.q[-1]), stack, rtol=0, atol=band)
+        np.testing.assert_allclose(np.asarray(sol.qd[-1]), 0.0, atol=1e-12)
+        gaps = jax.vmap(lambda q: column.unilateral(0.0, q))(sol.q)
+        assert float(jnp.min(gaps)) > -1e-12
+        energy = jax.vmap(lambda q, qd: ukjax.energy(column, 0.0, q, qd))(sol.q, sol.qd)
+        assert np.all(np.diff(np.asarray(energy)) < 1e-9)  # impacts only dissipate

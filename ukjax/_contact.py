@@ -74,6 +74,15 @@ class AbstractContact(eqx.Module):
         """Per contact: does `g` violate the law at the start (a refused initial state)?"""
         return jnp.zeros(g.shape, bool)
 
+    def touch_band(self, dtype) -> float:
+        r"""The gap (units of $g$) within which a free contact counts as touching: the
+        event-driven driver bounds a step by the time an approaching contact takes to
+        close its gap or this band, whichever is larger
+        (:meth:`ukjax._hybrid.EventDriver._horizon`), so that the step carries a touching
+        contact across zero by more than round-off, however slowly it closes. Default
+        $\sqrt\epsilon$ (1.5e-8 in float64)."""
+        return float(jnp.finfo(dtype).eps) ** 0.5
+
     def initial_engaged(self, engaged, sliding, motion: EventMotion) -> tuple[jax.Array, jax.Array]:
         """(the contacts engaged at the start, whether that could be decided), from the
         candidates of :meth:`initial_mode` (by default all of them)."""
@@ -191,6 +200,10 @@ class Impact(AbstractContact):
         eps = float(jnp.finfo(trig_speed.dtype).eps)
         ratio = eps ** (1 / 3) if self.closing is None else self.closing
         return ratio * jnp.abs(trig_speed)
+
+    def touch_band(self, dtype) -> float:
+        """`simultaneity`: the gap within which a contact joins an impact."""
+        return self.gap_tol(dtype)
 
     def initial_mode(self, g, gd):
         gap, speed = self.gap_tol(g.dtype), self.speed_tol(g.dtype)

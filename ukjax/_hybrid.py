@@ -294,16 +294,22 @@ class EventDriver(AbstractDriver):
 
     def _horizon(self, t, y, mode: Mode):
         r"""The longest next step (:class:`ukjax._stepping.Lookahead`): the smallest
-        linearly predicted time to touch, $g_i/(-\dot g_i)$, of the free contacts that
-        approach ($g_i > 0$, $\dot g_i < 0$), and at least what advances t; infinite when
-        none does. A step then ends at the touch (to round-off: the next, shortest step
-        crosses), or past it where the approach accelerates; never beyond a gap that
-        would fall to zero and rise again (a ball past another)."""
+        linearly predicted time, $\max(g_i, \beta)/(-\dot g_i)$, in which a free contact
+        that approaches ($g_i > 0$, $\dot g_i < 0$) closes its gap or the law's touching
+        band $\beta$ (:meth:`ukjax.AbstractContact.touch_band`), and at least what
+        advances t; infinite when none approaches. A step then ends at the touch of a
+        contact that is apart, or past it where the approach accelerates; a touching one
+        is carried across zero by the band, never by round-off (a slow one, stepped by
+        its time to touch, could sit for ever at a gap of round-off while every step
+        was too short to change its coordinates: a stack of balls settling); and never
+        beyond a gap that would fall to zero and rise again (a ball past another) by
+        more than the band."""
         q, qd = y
         gap = gap_function(self.field.system, q.dtype)
         g, gd = jax.jvp(gap, (t, q), (jnp.ones_like(t), qd))
         approaching = ~mode.engaged & (g > 0) & (gd < 0)
-        h = jnp.where(approaching, g / jnp.where(approaching, -gd, 1.0), jnp.inf)
+        closing = jnp.maximum(g, self.law.touch_band(q.dtype))
+        h = jnp.where(approaching, closing / jnp.where(approaching, -gd, 1.0), jnp.inf)
         # never below what advances t (a contact at round-off from touching crosses next)
         floor = 1e3 * jnp.finfo(q.dtype).eps * jnp.maximum(jnp.abs(t), 1.0)
         return jnp.maximum(jnp.min(h, initial=jnp.inf), floor)
