@@ -614,3 +614,54 @@ def test_a_column_of_balls_settles_on_the_floor():
         assert float(jnp.min(gaps)) > -1e-12
         energy = jax.vmap(lambda q, qd: ukjax.energy(column, 0.0, q, qd))(sol.q, sol.qd)
         assert np.all(np.diff(np.asarray(energy)) < 1e-9)  # impacts only dissipate
+
+
+class RoughPlane(ukjax.System):
+    """A point mass on a rough horizontal floor (x, y), friction declared (Coulomb)."""
+
+    g: float = 9.81
+    mu: float = 0.4
+
+    def kinetic_energy(self, t, q, qd):
+        return 0.5 * qd @ qd
+
+    def potential_energy(self, t, q):
+        return self.g * q[1]
+
+    def unilateral(self, t, q):
+        return q[1]
+
+    def friction(self, t, q):
+        return jnp.array([[[1.0, 0.0]]]), self.mu, self.mu
+
+
+def test_an_impulse_on_a_resting_body_sets_its_contact_modes():
+    """A kick at t = 0.5 to a ball resting on the floor: upward, it leaves the floor and flies
+    under gravity; downward, it is driven into the floor, which answers with the law's
+    impact (rebound e v); sideways on a rough floor, it slides and stops after v^2/(2 mu g).
+    Before, the contact stayed engaged through the kick: the ball flew at constant speed,
+    went through the floor, and slid without friction."""
+    from ukjax import EventKind
+
+    g, e, tk = 9.81, 0.5, 0.5
+    ts = jnp.array([0.0, 0.5, 0.6, 0.75, 1.5])  # the slide stops at 1.01
+    s = np.asarray(ts) - tk
+
+    def kicked(value, system=BouncingBall(g=g), n=1, **kw):
+        kick = ukjax.Impulses(times=jnp.array([tk]), values=jnp.asarray([value]))
+        return ukjax.simulate(system, jnp.zeros(n), jnp.zeros(n), ts, impulses=kick, **kw)
+
+    up = kicked([3.0], contact=ukjax.Impact(e))
+    np.testing.assert_allclose(up.q[2:4, 0], 3.0 * s[2:4] - 0.5 * g * s[2:4] ** 2, atol=1e-12)
+    assert [int(k) for k in up.events.kind[:2]] == [int(EventKind.IMPULSE), int(EventKind.IMPACT)]
+    assert abs(float(up.events.time[1]) - (tk + 2 * 3.0 / g)) < 1e-12  # it lands again
+    down = kicked([-3.0], contact=ukjax.Impact(e))
+    np.testing.assert_allclose(down.q[2:4, 0], e * 3.0 * s[2:4] - 0.5 * g * s[2:4] ** 2, atol=1e-9)
+    assert int(down.events.kind[1]) == int(EventKind.IMPACT)
+    assert float(jnp.min(down.q[:, 0])) > -1e-12
+    slide = kicked([2.0, 0.0], RoughPlane(g=g), 2)
+    v, a = 2.0, 0.4 * g  # sliding decelerates at mu g until it sticks at v / (mu g)
+    np.testing.assert_allclose(slide.q[2, 0], v * 0.1 - 0.5 * a * 0.01, atol=1e-12)
+    np.testing.assert_allclose(slide.q[4, 0], v * v / (2 * a), atol=1e-12)
+    np.testing.assert_allclose(slide.q[:, 1], 0.0, atol=1e-12)
+    assert int(EventKind.STICK) in [int(k) for k in slide.events.kind[: int(slide.events.count)]]

@@ -627,15 +627,55 @@ class EventDriver(AbstractDriver):
         return out._replace(solved=out.solved & (impulsive | ~jnp.any(slipping)))
 
     def _apply_impulse(self, c: _Carry, now) -> _Carry:
+        """The carry after the run's next impulse where `now`: the jump with every
+        bilateral constraint kept (:func:`ukjax.apply_impulse`), then, for a rigid contact
+        law, each contact's mode from the new velocity (:meth:`_contact_modes`): a kick
+        that lifts a resting body off its support frees the contact, one that drives it
+        into the support leaves the contact free and closing, and the law's impact
+        follows at once (the next segment's first crossing)."""
         if self.impulses is None:
             return c
         k = jnp.minimum(c.next_impulse, self.impulses.times.shape[0] - 1)
         value = self.impulses.values[k].astype(c.q.dtype)
         qd = impulse_jump(self.field.system, c.t, c.q, c.qd, value, self.field.uk_solver)
+        mode, result = c.mode, c.result
+        if self.num_contacts and self.law.impulsive:
+            cs = contact_state(self.field.system, c.t, c.q, qd)
+            mode, qd, solved = self._contact_modes(c.t, c.q, qd, cs, c.mode.latched)
+            mode = jax.tree_util.tree_map(lambda a, b: jnp.where(now, a, b), mode, c.mode)
+            result = RESULTS.where(now & ~solved, RESULTS.contact_unsolved, c.result)
         qd = jnp.where(now, qd, c.qd)
         log = c.log.record(c.t, EventKind.IMPULSE, -1, jnp.nan, jnp.nan, when=now)
         nxt = c.next_impulse + now.astype(c.next_impulse.dtype)
-        return eqx.tree_at(lambda x: (x.qd, x.log, x.next_impulse), c, (qd, log, nxt))
+        return eqx.tree_at(
+            lambda x: (x.qd, x.mode, x.result, x.log, x.next_impulse),
+            c,
+            (qd, mode, result, log, nxt),
+        )
+
+    def _contact_modes(self, t, q, qd, cs: ContactState, latched, sliding=None):
+        """(mode, velocity, solved): the contacts' modes at a state where none is known
+        (the run's start, after an impulse), as the law starts them: its candidates
+        (:meth:`ukjax.AbstractContact.initial_mode`) engaged where their forces push
+        (:meth:`ukjax.AbstractContact.initial_engaged`), and, with friction, the engaged
+        contacts' slip modes from their tangential speeds (stuck ones held; `sliding`:
+        those modes if the caller has them)."""
+        field, law = self.field, self.law
+        k = cs.g.shape[0]
+        engaged = law.initial_mode(cs.g, cs.gd)
+        if sliding is None:
+            sliding = jnp.zeros((k, tangent_dim(field.system, t, q)), q.dtype)
+            if field.friction is not None:
+                fs = friction_state(field.system, t, q, qd, k)
+                sliding = sliding_from_speed(field.friction, fs)
+        motion = _Motion(self, t, q, qd, cs, latched)
+        solved = jnp.asarray(True)
+        if k:
+            engaged, solved = law.initial_engaged(engaged, sliding, motion)
+        if field.friction is not None:
+            sliding, qd = field.friction.settle(engaged, sliding, engaged, motion)
+        sliding = jnp.where(engaged[:, None], sliding, 0.0)
+        return Mode(engaged, sliding, latched), qd, solved
 
     # ---- the run ------------------------------------------------------------------------------
     def initial_mode(self, t, q, qd):
@@ -652,7 +692,6 @@ class EventDriver(AbstractDriver):
             grasped = self.project(t, q, qd, cs.G * 0.0, cs.gd * 0.0, none, latched)
             qd = jnp.where(jnp.any(latched), grasped, qd)
             cs = contact_state(field.system, t, q, qd)
-        engaged = law.initial_mode(cs.g, cs.gd)
         sliding = jnp.zeros((k, tangent_dim(field.system, t, q)), q.dtype)
         code = RESULTS.where(
             jnp.any(law.penetrating(cs.g)), RESULTS.initial_penetration, RESULTS.successful
@@ -662,14 +701,9 @@ class EventDriver(AbstractDriver):
             sliding = sliding_from_speed(field.friction, fs)
             bad = jnp.any(invalid_coefficients(fs))
             code = RESULTS.where(bad, RESULTS.invalid_friction, code)
-        motion = _Motion(self, t, q, qd, cs, latched)
-        if k:
-            engaged, solved = law.initial_engaged(engaged, sliding, motion)
-            code = RESULTS.where(solved, code, RESULTS.contact_unsolved)
-        if field.friction is not None:
-            sliding, qd = field.friction.settle(engaged, sliding, engaged, motion)
-        sliding = jnp.where(engaged[:, None], sliding, 0.0)
-        return Mode(engaged, sliding, latched), qd, code, jnp.min(cs.g, initial=jnp.inf)
+        mode, qd, solved = self._contact_modes(t, q, qd, cs, latched, sliding)
+        code = RESULTS.where(solved, code, RESULTS.contact_unsolved)
+        return mode, qd, code, jnp.min(cs.g, initial=jnp.inf)
 
     def integrate(self, q0, qd0, ts, initial: InitialCheck) -> Solution:
         mode, qd0, contact_code, g_min = self.at_events().initial_mode(ts[0], q0, qd0)
