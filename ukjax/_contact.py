@@ -201,10 +201,6 @@ class Impact(AbstractContact):
         ratio = eps ** (1 / 3) if self.closing is None else self.closing
         return ratio * jnp.abs(trig_speed)
 
-    def touch_band(self, dtype) -> float:
-        """`simultaneity`: the gap within which a contact joins an impact."""
-        return self.gap_tol(dtype)
-
     def initial_mode(self, g, gd):
         gap, speed = self.gap_tol(g.dtype), self.speed_tol(g.dtype)
         return (jnp.abs(g) <= gap) & (jnp.abs(gd) <= speed)
