@@ -158,8 +158,8 @@ def simulate(
     - `system`: a :class:`ukjax.System`.
     - `q0`, `qd0`: (n,) initial coordinates and velocities.
     - `ts`: (T,) increasing save times, T >= 2; integration runs from `ts[0]` to `ts[-1]`.
-      A save between two steps is read from the method's dense output (Dopri8's is of
-      order 7), about a hundred times less accurate than the steps at the default
+      A save between two steps is read from the method's dense output (diffrax's
+      interpolant), about a hundred times less accurate than the steps at the default
       tolerances (a pendulum over 10 s saved 1001 times: 5e-11 from the exact motion, the
       constraint held to 1e-10, against 5e-13 and round-off at the step ends). For saves
       as accurate as the steps, make each one a step end:
