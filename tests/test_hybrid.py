@@ -635,6 +635,41 @@ class RoughPlane(ukjax.System):
         return jnp.array([[[1.0, 0.0]]]), self.mu, self.mu
 
 
+class Magnet(ukjax.System):
+    """A point mass (x, y) under gravity that a magnet at y = 1 catches for good: a latch
+    whose row keeps y once engaged (engage when y reaches 1, never released)."""
+
+    g: float = 9.81
+
+    def kinetic_energy(self, t, q, qd):
+        return 0.5 * qd @ qd
+
+    def potential_energy(self, t, q):
+        return self.g * q[1]
+
+    def latches(self, t, q):
+        return jnp.array([q[1] - 1.0])
+
+    def latch_conditions(self, t, q, qd):
+        return jnp.array([1.0 - q[1]]), jnp.array([1.0])
+
+
+def test_an_impulse_on_a_latched_body_keeps_the_latch():
+    """A ball caught by the magnet at y = 1 and then kicked by (1, -2): the engaged latch
+    takes the kick's vertical part (its row is a bilateral constraint while engaged), the
+    ball slides along y = 1 at x' + 1. Before, the kick ignored the latch: the ball left
+    y = 1 at -2 m/s, still latched, and fell at constant speed."""
+    kick = ukjax.Impulses(times=jnp.array([0.5]), values=jnp.array([[1.0, -2.0]]))
+    ts = jnp.array([0.0, 0.5, 0.6, 1.0])
+    sol = ukjax.simulate(Magnet(), jnp.zeros(2), jnp.array([0.5, 6.0]), ts, impulses=kick)
+    np.testing.assert_allclose(sol.q[1:, 1], 1.0, atol=1e-12)
+    np.testing.assert_allclose(sol.qd[2:], [[1.5, 0.0], [1.5, 0.0]], atol=1e-12)
+    np.testing.assert_allclose(
+        sol.q[2:, 0], 0.5 * 0.5 + 1.5 * (np.asarray(ts[2:]) - 0.5), atol=1e-12
+    )
+    assert bool(sol.latched[-1, 0])
+
+
 def test_an_impulse_on_a_resting_body_sets_its_contact_modes():
     """A kick at t = 0.5 to a ball resting on the floor: upward, it leaves the floor and flies
     under gravity; downward, it is driven into the floor, which answers with the law's

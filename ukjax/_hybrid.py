@@ -628,7 +628,8 @@ class EventDriver(AbstractDriver):
 
     def _apply_impulse(self, c: _Carry, now) -> _Carry:
         """The carry after the run's next impulse where `now`: the jump with every
-        bilateral constraint kept (:func:`ukjax.apply_impulse`), then, for a rigid contact
+        bilateral constraint kept (:func:`ukjax.apply_impulse`), the engaged latches'
+        rows among them (a grasp takes its share of the kick), then, for a rigid contact
         law, each contact's mode from the new velocity (:meth:`_contact_modes`): a kick
         that lifts a resting body off its support frees the contact, one that drives it
         into the support leaves the contact free and closing, and the law's impact
@@ -637,7 +638,11 @@ class EventDriver(AbstractDriver):
             return c
         k = jnp.minimum(c.next_impulse, self.impulses.times.shape[0] - 1)
         value = self.impulses.values[k].astype(c.q.dtype)
-        qd = impulse_jump(self.field.system, c.t, c.q, c.qd, value, self.field.uk_solver)
+        if c.mode.latched is None:
+            qd = impulse_jump(self.field.system, c.t, c.q, c.qd, value, self.field.uk_solver)
+        else:
+            _, R, target, solve = self._velocity_rows(c.t, c.q, c.qd, c.mode.latched)
+            qd = c.qd + solve(R, value, target - R @ c.qd).qdd
         mode, result = c.mode, c.result
         if self.num_contacts and self.law.impulsive:
             cs = contact_state(self.field.system, c.t, c.q, qd)

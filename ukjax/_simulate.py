@@ -220,9 +220,10 @@ def simulate(
       (:class:`ukjax.Impact`, :class:`ukjax.ContactDynamics`, :class:`ukjax.HuntCrossley`);
       default `ukjax.Impact()` (rigid, elastic) when the system declares any.
     - `impulses`: :class:`ukjax.Impulses` applied at given times (every bilateral
-      constraint kept, :func:`ukjax.apply_impulse`); with rigid contacts, each contact's
-      mode then follows from the new velocity, as at the start of a run (a body kicked
-      off its support leaves it; one kicked into it impacts at once).
+      constraint kept, :func:`ukjax.apply_impulse`, and the engaged latches' rows with
+      them); with rigid contacts, each contact's mode then follows from the new
+      velocity, as at the start of a run (a body kicked off its support leaves it; one
+      kicked into it impacts at once).
     - `max_events`: size of the event log of a hybrid run (contacts or impulses); a run
       that needs more ends with `ukjax.RESULTS.max_events_reached`. `max_steps` then
       bounds each smooth segment between events.
