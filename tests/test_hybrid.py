@@ -324,6 +324,27 @@ def test_impulses_during_a_run_and_contact_errors():
         ukjax.simulate(BouncingBall(), jnp.ones(1), jnp.zeros(1), ts, contact="impact")
 
 
+def test_impulse_times_out_of_order_or_before_the_start():
+    """Known impulse times that decrease, or precede ts[0], are a ValueError naming the fix
+    (before: the run integrated backwards to the early time and ended with a misleading
+    max_events_reached). Traced times (under vmap) cannot be checked at trace time: an
+    impulse whose time has passed is applied at once, so each member gets both kicks."""
+    ball, ts = BouncingBall(), jnp.array([0.0, 0.1, 0.2])
+
+    def run(times, **kw):
+        kicks = ukjax.Impulses(times=times, values=jnp.array([[2.0], [3.0]]))
+        return ukjax.simulate(ball, jnp.ones(1), jnp.zeros(1), ts, impulses=kicks, **kw)
+
+    with pytest.raises(ValueError, match="must not decrease.*argsort"):
+        run(jnp.array([0.15, 0.05]))
+    with pytest.raises(ValueError, match="precedes the run's start"):
+        run(jnp.array([-0.5, 0.05]))
+    first = jnp.array([-0.5, 0.15, 0.02])  # before the start, out of order, in order
+    sol = jax.vmap(lambda t: run(jnp.stack([t, 0.05]), throw=False))(first)
+    assert bool(jnp.all(sol.result == ukjax.RESULTS.successful))
+    np.testing.assert_allclose(sol.qd[:, -1, 0], 5.0 - 9.81 * 0.2, atol=1e-12)
+
+
 @pytest.mark.slow
 def test_initial_penetration_and_too_many_events_get_codes():
     ts = jnp.linspace(0.0, 3.0, 4)

@@ -324,6 +324,8 @@ class EventDriver(AbstractDriver):
     def _segment(self, c: _Carry, ts) -> _Carry:
         t_final = ts[-1]
         t_imp = self._impulse_time(c.next_impulse, c.q.dtype)
+        if self.impulses is not None:  # an impulse whose time has passed is applied at once
+            t_imp = jnp.maximum(t_imp, c.t)
         t_end = jnp.where(c.done, c.t, jnp.minimum(t_final, t_imp))
         events = self.at_events()  # its kernels for all but the stages' vector field
         values0 = events.field.event_values(c.t, (c.q, c.qd), c.mode)

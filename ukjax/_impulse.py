@@ -96,7 +96,10 @@ def _apply(system, t, q, qd, impulse):
 class Impulses(eqx.Module):
     r"""Generalized impulses applied at given times during :func:`ukjax.simulate`.
 
-    - `times`: (K,) increasing times inside the integration interval.
+    - `times`: (K,) non-decreasing times within the run's `[ts[0], ts[-1]]` (impulses at one
+      time apply in order; :func:`ukjax.simulate` refuses known times that decrease or
+      precede `ts[0]`; traced ones whose time has passed apply at once; one after
+      `ts[-1]` never applies).
     - `values`: (K, n) generalized impulses (N·s); each is applied with
       :func:`ukjax.apply_impulse` (every bilateral constraint kept).
 

@@ -320,6 +320,29 @@ def _smooth_driver(field: Field, progress_meter, settings) -> SmoothDriver:
     )
 
 
+def _check_impulse_times(impulses: Impulses, ts) -> None:
+    """Impulse times known now (not traced) must not decrease and must not precede the
+    run's start `ts[0]` (when the save times are known too); one after the end is never
+    applied. Traced times are taken as they come: one whose time has passed is applied
+    at once."""
+    known = lambda x: isinstance(x, (np.ndarray, np.generic, jax.Array)) and is_concrete(x)
+    if not known(impulses.times):
+        return
+    times = np.asarray(impulses.times, float)
+    if np.any(np.diff(times) < 0):
+        raise ValueError(
+            f"Impulses: times must not decrease; got {times.tolist()}. Sort them with their "
+            "values: order = np.argsort(times, kind='stable'); "
+            "Impulses(times[order], values[order])."
+        )
+    start = float(np.asarray(ts)[0]) if known(ts) else None
+    if times.size and start is not None and times[0] < start:
+        raise ValueError(
+            f"Impulses: time {times[0]} precedes the run's start ts[0] = {start}; an "
+            "impulse must fall within [ts[0], ts[-1]] (one at ts[0] is applied at the start)."
+        )
+
+
 def _place_checks(field: Field, adjoint) -> Field:
     """Where a smooth run's checks go, decided by its arguments alone (one program however
     the run is transformed). The field with its checks at every stage, raising from inside
@@ -385,6 +408,7 @@ def _event_driver(
             raise ValueError(
                 f"impulses.values must have shape (K, {q0.shape[0]}); got {impulses.values.shape}."
             )
+        _check_impulse_times(impulses, ts)
     law = floatify(check_contact(Impact() if contact is None else contact))
     # the checks of a run with contacts: at every stage with throw=True, else on each
     # segment's end state (EventDriver._segment_result)
