@@ -33,6 +33,18 @@ def test_shape_errors_at_trace_time():
         jax.jit(ukjax.udwadia_kalaba)(M, Q, jnp.ones((2, 4)), b)
 
 
+def test_the_matrix_functions_given_a_system_name_the_system_functions():
+    # A user who calls constraint_forces like acceleration(system, t, q, qd) got JAX's
+    # "dtype object is not a valid JAX array type"; the message now names the forms.
+    pend, q, qd = CartesianPendulum(), jnp.array([0.0, -1.0]), jnp.zeros(2)  # hanging
+    for fn in (ukjax.constraint_forces, ukjax.udwadia_kalaba, ukjax.uk_terms):
+        with pytest.raises(TypeError, match=r"not a system; got CartesianPendulum.*diagnostics"):
+            fn(pend, 0.0, q, qd)
+    Qc, _ = ukjax.constraint_forces(*ukjax.mass_and_force(pend, 0.0, q, qd),
+                                    *ukjax.constraint_matrices(pend, 0.0, q, qd))  # fmt: skip
+    np.testing.assert_allclose(Qc, [0.0, 9.81], atol=1e-12)  # the rod holds the bob up
+
+
 def test_state_and_system_errors():
     pend = CartesianPendulum()
     ts = jnp.linspace(0, 1, 3)

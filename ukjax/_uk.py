@@ -48,6 +48,7 @@ from ._folds import largest, smallest
 from ._kernels import diagonal
 from ._precision import full_precision
 from ._results import RESULTS, first_failure, message
+from ._system import System
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
 from ._xla import eager_jit, jit
 
@@ -70,6 +71,13 @@ class UKTerms(NamedTuple):
 
 
 def _validate(M, Q, A, b, C) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array | None]:
+    if isinstance(M, System):
+        raise TypeError(
+            "udwadia_kalaba, uk_terms and constraint_forces take the matrices (M, Q, A, b[, C]), "
+            f"not a system; got {type(M).__name__}. For a system: ukjax.acceleration(system, t, "
+            "q, qd), ukjax.diagnostics(system, solution).Qc_ideal for the constraint forces "
+            "along a run, or ukjax.mass_and_force and ukjax.constraint_matrices for the matrices."
+        )
     M, Q, A, b = (jnp.asarray(x) for x in (M, Q, A, b))
     if M.ndim != 2 or M.shape[0] != M.shape[1]:
         raise ValueError(f"M must be a square (n, n) mass matrix; got shape {M.shape}.")
