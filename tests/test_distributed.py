@@ -1,7 +1,8 @@
 """Sweeps beyond one process: chunks as tasks of an executor (a process pool, a Dask
-cluster, with a worker killed mid-sweep), workers without a coordinator (worker=(k, P)
-and SLURM job arrays filling one folder), and the jax.distributed mode. Every result is
-compared bitwise with the same sweep run plainly in this process."""
+cluster and a Ray instance, each with a worker killed mid-sweep), workers without a
+coordinator (worker=(k, P) and SLURM job arrays filling one folder), and the
+jax.distributed mode. Every result is compared bitwise with the same sweep run plainly in
+this process."""
 
 import concurrent.futures
 import json
@@ -12,6 +13,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 
 import equinox as eqx
@@ -342,3 +344,68 @@ def test_dask_cluster_survives_a_killed_worker_and_is_bitwise_equal(plain, dask_
     dask_client.wait_for_workers(2, timeout=120)
     assert killer.killed[0] not in dask_client.run(os.getpid).values()  # replaced
     _same(_run(out=tmp_path / "plain", executor=dask_client), plain)
+
+
+# --- Ray ----------------------------------------------------------------------------------
+
+
+class _RayExecutor:
+    """README's thin wrapper: each chunk a Ray task, whose ObjectRef.future() is a
+    concurrent.futures.Future."""
+
+    def __init__(self, ray, kill_at=None):
+        self.ray, self.kill_at, self.n, self.killed = ray, kill_at, 0, []
+
+    def submit(self, fn, *args, **kwargs):
+        future = self.ray.remote(fn).remote(*args, **kwargs).future()
+        self.n += 1
+        if self.n == self.kill_at:
+            self.killed.append(_kill_a_running_task())
+        return future
+
+
+def _kill_a_running_task(timeout=120.0) -> int:
+    """SIGKILL a Ray worker process while it runs a chunk (its title is `ray::run_task`)."""
+    psutil = pytest.importorskip("psutil")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for p in psutil.process_iter(["cmdline"]):
+            if "ray::run_task" in " ".join(p.info["cmdline"] or []):
+                os.kill(p.pid, signal.SIGKILL)
+                return p.pid
+        time.sleep(0.05)
+    raise AssertionError("no Ray worker started a chunk")
+
+
+@pytest.fixture(scope="module")
+def ray_module():
+    """A local Ray instance of two worker CPUs; the workers import this module (the
+    system's class) from the tests' folder and equinox with EQX_ON_ERROR=nan."""
+    ray = pytest.importorskip("ray")
+    env = {"PYTHONPATH": os.path.dirname(os.path.abspath(__file__)), "EQX_ON_ERROR": "nan"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # Ray forks, then execs, its daemons
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            object_store_memory=200 * 2**20,
+            log_to_driver=False,
+            runtime_env={"env_vars": env},
+        )
+    yield ray
+    ray.shutdown()
+
+
+@pytest.mark.slow  # a local Ray instance (ray is not among the test extras: skipped without it)
+def test_ray_tasks_are_bitwise_equal_and_survive_a_killed_worker(plain, ray_module, tmp_path):
+    far = _run(out=tmp_path / "ray", executor=_RayExecutor(ray_module))
+    assert far.chunks_computed == B // CHUNK
+    _same(far, plain)
+    _same(ukjax.load_sweep(tmp_path / "ray"), plain)
+    _same(_run(executor=_RayExecutor(ray_module)), plain)  # chunks returned, no folder
+    killer = _RayExecutor(ray_module, kill_at=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a resubmission, if Ray gave up
+        survived = _run(out=tmp_path / "killed", executor=killer)
+    assert killer.killed and survived.chunks_computed == B // CHUNK
+    _same(survived, plain)
