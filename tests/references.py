@@ -620,3 +620,72 @@ def ball_column_impacts(q0, v0, r, e, g, count):
             v[j] = 0.5 * ((1 + e) * lo + (1 - e) * hi)
         out.append((t, j))
     return out
+
+
+def double_pendulum_limit_reference(limit, g, z0, t_end):
+    """A double pendulum of unit masses and lengths in absolute angles (a, b) from the
+    downward vertical, with a joint limit b - a <= `limit` (gap g = limit - (b - a)) and
+    plastic impacts: written with the Lagrange multiplier of the limit, independent of
+    ukjax. Free: M qdd = Q. Locked: [M, -J^T; J, 0] [qdd; lam] = [Q; 0], J = dg/dq =
+    (1, -1). At an impact the velocity is projected in the mass metric onto J qd = 0, and
+    the limit holds while its multiplier lam >= 0 (a release event where it falls through
+    zero); it locks when lam > 0 after the impact, else the links part at once. scipy
+    DOP853 (rtol = atol = 1e-12) with its own events. Returns (segments, events): the
+    segments (t0, t1, dense solution of (a, b, a', b')) and the events (time, 'impact' or
+    'release')."""
+    from scipy.integrate import solve_ivp
+
+    J = np.array([1.0, -1.0])
+
+    def terms(z):
+        (a, b), (ad, bd) = z[:2], z[2:]
+        d = a - b
+        M = np.array([[2.0, np.cos(d)], [np.cos(d), 1.0]])
+        Q = np.array([-(bd**2) * np.sin(d) - 2 * g * np.sin(a), ad**2 * np.sin(d) - g * np.sin(b)])
+        return M, Q
+
+    def locked_solve(z):
+        M, Q = terms(z)
+        K = np.block([[M, -J[:, None]], [J[None, :], np.zeros((1, 1))]])
+        return np.linalg.solve(K, np.r_[Q, 0.0])
+
+    def free(t, z):
+        M, Q = terms(z)
+        return np.r_[z[2:], np.linalg.solve(M, Q)]
+
+    def locked(t, z):
+        return np.r_[z[2:], locked_solve(z)[:2]]
+
+    def hit(t, z):
+        return limit - (z[1] - z[0])
+
+    def release(t, z):
+        return locked_solve(z)[2]
+
+    hit.terminal, hit.direction = True, -1
+    release.terminal, release.direction = True, -1
+    kw = dict(method="DOP853", rtol=1e-12, atol=1e-12, dense_output=True)
+    z = np.asarray(z0, float)
+    t, mode = 0.0, ("locked" if abs(hit(0.0, z)) < 1e-14 and release(0.0, z) > 0 else "free")
+    segments, events = [], []
+    while t < t_end:
+        event = hit if mode == "free" else release
+        sol = solve_ivp(free if mode == "free" else locked, (t, t_end), z, events=event, **kw)
+        segments.append((t, sol.t[-1], sol.sol))
+        if sol.status != 1:
+            break
+        t, z = sol.t[-1], sol.y[:, -1].copy()
+        if mode == "free":
+            M, _ = terms(z)
+            Minv_J = np.linalg.solve(M, J)
+            z[2:] -= Minv_J * (J @ z[2:]) / (J @ Minv_J)
+            events.append((t, "impact"))
+            mode = "locked" if release(t, z) > 0 else "free"
+            if mode == "free":  # parting at once: step off the limit before watching it
+                sol = solve_ivp(free, (t, t + 1e-6), z, **kw)
+                segments.append((t, t + 1e-6, sol.sol))
+                t, z = t + 1e-6, sol.y[:, -1]
+        else:
+            events.append((t, "release"))
+            mode = "free"
+    return segments, events

@@ -15,6 +15,7 @@ import ukjax
 from references import (
     ball_column_impacts,
     bouncing_ball_impacts,
+    double_pendulum_limit_reference,
     kkt_impulse,
     pendulum_wall_reference,
 )
@@ -721,3 +722,55 @@ def test_an_impulse_on_a_resting_body_sets_its_contact_modes():
     np.testing.assert_allclose(slide.q[4, 0], v * v / (2 * a), atol=1e-12)
     np.testing.assert_allclose(slide.q[:, 1], 0.0, atol=1e-12)
     assert int(EventKind.STICK) in [int(k) for k in slide.events.kind[: int(slide.events.count)]]
+
+
+class LimitedDoublePendulum(ukjax.System):
+    """A user's double pendulum in absolute angles from the downward vertical (int masses,
+    unit lengths) whose elbow stops at b - a = limit: a joint limit as one unilateral
+    constraint."""
+
+    limit: float
+    m1: int = 1
+    m2: int = 1
+    g: float = 9.81
+
+    def kinetic_energy(self, t, q, qd):
+        (a, b), (ad, bd) = q, qd
+        x2d = jnp.cos(a) * ad + jnp.cos(b) * bd
+        y2d = jnp.sin(a) * ad + jnp.sin(b) * bd
+        return 0.5 * self.m1 * ad**2 + 0.5 * self.m2 * (x2d**2 + y2d**2)
+
+    def potential_energy(self, t, q):
+        return -(self.m1 + self.m2) * self.g * jnp.cos(q[0]) - self.m2 * self.g * jnp.cos(q[1])
+
+    def unilateral(self, t, q):
+        return self.limit - (q[1] - q[0])
+
+
+@pytest.mark.parametrize(
+    "limit, z0",
+    [
+        (0.3, (-1.2, -0.9, 0.0, 0.0)),  # starts at the limit, pulled off it; two impacts, locks
+        (0.3, (1.2, 1.5, 0.0, 0.0)),  # starts locked, released, two impacts
+        (0.5, (0.0, 0.0, 2.0, 4.0)),  # an impact that parts at once, then one that locks
+        (0.2, (0.5, 0.2, 0.0, 4.0)),  # two parting impacts, a lock, a release
+    ],
+)
+def test_a_joint_limit_locks_and_releases_the_elbow_as_its_multiplier_says(limit, z0):
+    """Plastic impacts (Impact(0)) at a double pendulum's elbow limit: after each the limit
+    holds while its force pushes and releases where the force would pull; against a
+    Lagrange-multiplier reference with scipy's events (tests/references.py)."""
+    t_end = 3.0
+    segments, events = double_pendulum_limit_reference(limit, 9.81, z0, t_end)
+    ts = jnp.linspace(0.0, t_end, 61)
+    sol = ukjax.simulate(
+        LimitedDoublePendulum(limit=limit), jnp.array(z0[:2]), jnp.array(z0[2:]), ts,
+        contact=ukjax.Impact(0.0),
+    )  # fmt: skip
+    n = int(sol.events.count)
+    kinds = [ukjax.EVENT_KINDS[k] for k in np.asarray(sol.events.kind[:n])]
+    assert kinds == [{"impact": "impact", "release": "release"}[k] for _, k in events]
+    np.testing.assert_allclose(sol.events.time[:n], [t for t, _ in events], atol=1e-9)
+    reference = np.array([next(s(t)[:2] for a, b, s in segments if a <= t <= b) for t in ts])
+    np.testing.assert_allclose(sol.q, reference, atol=1e-9)
+    assert float(jnp.min(limit - (sol.q[:, 1] - sol.q[:, 0]))) > -1e-12
