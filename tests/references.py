@@ -689,3 +689,60 @@ def double_pendulum_limit_reference(limit, g, z0, t_end):
             events.append((t, "release"))
             mode = "free"
     return segments, events
+
+
+def cart_pendulum_friction_reference(mu, theta0, t_end, g=9.81, cart=1.0, bob=1.0, length=1.0):
+    """A cart resting on a rough floor (Coulomb, mu_static = mu_kinetic = mu) with a
+    pendulum hung from it, released from rest at `theta0`: minimal coordinates (x,
+    theta), the floor's normal force N and friction F as unknowns of the Lagrange
+    equations (y = 0). Stick: x'' = 0, while |F| <= mu N; slip: F = -mu N sign(x'),
+    until x' = 0, then stick if the cone allows, else slip the other way. scipy DOP853
+    (rtol = atol = 1e-12) with its own events. Returns (segments, events): (t0, t1, dense
+    solution of (x, theta, x', theta')) and the event times."""
+    from scipy.integrate import solve_ivp
+
+    def unknowns(z, sign):  # (x'', theta'', N, F); sign None: stuck
+        _, th, _, thd = z
+        c, s = np.cos(th), np.sin(th)
+        A = np.array(
+            [
+                [cart + bob, bob * length * c, 0.0, -1.0],
+                [0.0, bob * length * s, -1.0, 0.0],
+                [bob * length * c, bob * length**2, 0.0, 0.0],
+                [1.0, 0.0, 0.0, 0.0] if sign is None else [0.0, 0.0, mu * sign, 1.0],
+            ]
+        )
+        r = [
+            bob * length * s * thd**2,
+            -bob * length * c * thd**2 - (cart + bob) * g,
+            -bob * g * length * s,
+            0.0,
+        ]
+        return np.linalg.solve(A, r)
+
+    def mode_at(z):  # None (stick) or the slip direction
+        F, N = unknowns(z, None)[3], unknowns(z, None)[2]
+        return None if abs(F) <= mu * N else -np.sign(F)
+
+    kw = dict(method="DOP853", rtol=1e-12, atol=1e-12, dense_output=True)
+    t, z = 0.0, np.array([0.0, theta0, 0.0, 0.0])
+    sign, segments, events = mode_at(z), [], []
+    while t < t_end:
+        if sign is None:
+            end = lambda t, z: mu * unknowns(z, None)[2] - abs(unknowns(z, None)[3])  # noqa: E731
+        else:
+            end = lambda t, z, s=sign: s * z[2]  # noqa: E731
+        end.terminal, end.direction = True, -1
+        rhs = lambda t, z, s=sign: np.r_[z[2:], unknowns(z, s)[:2]]  # noqa: E731
+        sol = solve_ivp(rhs, (t, t_end), z, events=end, **kw)
+        segments.append((t, sol.t[-1], sol.sol))
+        if sol.status != 1:
+            break
+        t, z = sol.t[-1], sol.y[:, -1].copy()
+        events.append(t)
+        if sign is None:
+            sign = -np.sign(unknowns(z, None)[3])
+        else:
+            z[2] = 0.0
+            sign = mode_at(z)
+    return segments, events

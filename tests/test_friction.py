@@ -14,7 +14,11 @@ import numpy as np
 import pytest
 
 import ukjax
-from references import rough_table_turning_points, two_block_friction_reference
+from references import (
+    cart_pendulum_friction_reference,
+    rough_table_turning_points,
+    two_block_friction_reference,
+)
 from ukjax.systems import FrictionBlock, TwoBlockFriction
 
 
@@ -444,3 +448,49 @@ def test_rough_table_in_float32():
     assert n == len(turns)
     np.testing.assert_allclose(sol.events.time[:n], [t for t, _ in turns], atol=1e-4)
     np.testing.assert_allclose(sol.q[-1, 0], turns[-1][1], atol=1e-4)
+
+
+class CartPendulum(ukjax.System):
+    """A user's cart on a rough floor with a pendulum hung from it: (x, y, theta), int
+    masses, the floor a unilateral contact y >= 0 with Coulomb friction along x."""
+
+    mu: float
+    cart: int = 1
+    bob: int = 1
+    g: float = 9.81
+
+    def kinetic_energy(self, t, q, qd):
+        _, _, th = q
+        xd, yd, thd = qd
+        bob_v = (xd + jnp.cos(th) * thd) ** 2 + (yd + jnp.sin(th) * thd) ** 2
+        return 0.5 * self.cart * (xd**2 + yd**2) + 0.5 * self.bob * bob_v
+
+    def potential_energy(self, t, q):
+        return self.cart * self.g * q[1] + self.bob * self.g * (q[1] - jnp.cos(q[2]))
+
+    def unilateral(self, t, q):
+        return q[1]
+
+    def friction(self, t, q):
+        return jnp.array([[[1.0, 0.0, 0.0]]]), self.mu, self.mu
+
+
+@pytest.mark.slow  # a frictional program's compile
+@pytest.mark.parametrize(
+    "mu, theta0",
+    [(0.3, 1.2), (0.6, 1.5), (0.1, 1.0)],  # stick-slip cycles; the last reverses, never sticks
+)
+def test_a_swinging_pendulum_drags_its_cart_in_stick_slip_on_a_rough_floor(mu, theta0):
+    """The normal force changes with the swing, and the friction bound with it: the
+    stick and slip events and the motion against a minimal-coordinate reference with the
+    normal and friction forces as unknowns (tests/references.py)."""
+    t_end = 3.0
+    segments, events = cart_pendulum_friction_reference(mu, theta0, t_end)
+    ts = jnp.linspace(0.0, t_end, 31)
+    sol = ukjax.simulate(CartPendulum(mu=mu), jnp.array([0.0, 0.0, theta0]), jnp.zeros(3), ts)
+    n = int(sol.events.count)
+    assert n == len(events) and n >= 3
+    np.testing.assert_allclose(sol.events.time[:n], events, atol=1e-9)
+    reference = np.array([next(s(t)[:2] for a, b, s in segments if a <= t <= b) for t in ts])
+    np.testing.assert_allclose(sol.q[:, [0, 2]], reference, atol=1e-9)
+    np.testing.assert_allclose(sol.q[:, 1], 0.0, atol=1e-12)  # the cart stays on the floor
