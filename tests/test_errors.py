@@ -33,16 +33,21 @@ def test_shape_errors_at_trace_time():
         jax.jit(ukjax.udwadia_kalaba)(M, Q, jnp.ones((2, 4)), b)
 
 
-def test_the_matrix_functions_given_a_system_name_the_system_functions():
+def test_the_matrix_and_system_functions_given_each_others_arguments_say_so():
     # A user who calls constraint_forces like acceleration(system, t, q, qd) got JAX's
     # "dtype object is not a valid JAX array type"; the message now names the forms.
     pend, q, qd = CartesianPendulum(), jnp.array([0.0, -1.0]), jnp.zeros(2)  # hanging
     for fn in (ukjax.constraint_forces, ukjax.udwadia_kalaba, ukjax.uk_terms):
         with pytest.raises(TypeError, match=r"not a system; got CartesianPendulum.*diagnostics"):
             fn(pend, 0.0, q, qd)
-    Qc, _ = ukjax.constraint_forces(*ukjax.mass_and_force(pend, 0.0, q, qd),
-                                    *ukjax.constraint_matrices(pend, 0.0, q, qd))  # fmt: skip
+    M, Q = ukjax.mass_and_force(pend, 0.0, q, qd)
+    A, b = ukjax.constraint_matrices(pend, 0.0, q, qd)
+    Qc, _ = ukjax.constraint_forces(M, Q, A, b)
     np.testing.assert_allclose(Qc, [0.0, 9.81], atol=1e-12)  # the rod holds the bob up
+    # ...and the other way round: the functions of a system given the matrices.
+    for fn in (ukjax.acceleration, ukjax.energy, ukjax.constraint_matrices, ukjax.simulate):
+        with pytest.raises(TypeError, match=r"must be a ukjax.System; got an array.*udwadia_k"):
+            fn(M, Q, A, b)
 
 
 def test_state_and_system_errors():

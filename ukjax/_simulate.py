@@ -35,7 +35,7 @@ from ._smooth import SmoothDriver
 from ._solution import Solution
 from ._stabilization import AbstractStabilization, check_stabilization
 from ._stepping import Stepping
-from ._system import System, check_state, floatify
+from ._system import System, check_state, check_system, floatify
 from ._uk import default_consistency_tol
 from ._uk_solvers import AbstractUKSolver, check_uk_solver
 from ._xla import is_concrete, jit
@@ -259,8 +259,7 @@ def simulate(
         >>> float(jnp.max(jnp.abs(jnp.sum(sol.q**2, axis=1) - 1.0))) < 1e-8
         True
     """
-    if not isinstance(system, System):
-        raise TypeError(f"system must be a ukjax.System; got {type(system).__name__}.")
+    check_system(system)
     if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
         raise ValueError(f"max_steps must be a positive integer (or None); got {max_steps!r}.")
     q0, qd0 = check_state(q0, qd0, system)

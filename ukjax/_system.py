@@ -181,9 +181,23 @@ def as_time(t, dtype):
     return t.astype(dtype)
 
 
+def check_system(system) -> None:
+    """A TypeError unless `system` is a :class:`System` (an array there: the matrix form's
+    arguments given to a function of a system)."""
+    if not isinstance(system, System):
+        got = "an array" if hasattr(system, "shape") else type(system).__name__
+        raise TypeError(
+            f"system must be a ukjax.System; got {got}. (For the matrices M, Q, A, b of the "
+            "UK equation: ukjax.udwadia_kalaba(M, Q, A, b).)"
+        )
+
+
 def check_state(q, qd, system: System | None = None):
     """Validate (n,) state arrays at trace time and give them a common floating dtype; with
-    `system`, check n against the number of coordinates it declares."""
+    `system`, check that it is a :class:`System` and n against the number of coordinates it
+    declares."""
+    if system is not None:
+        check_system(system)
     for name, x, what in (("q", q, "coordinates"), ("qd", qd, "velocities")):
         if x is None:
             raise ValueError(
