@@ -1,5 +1,6 @@
 """Automatic (A, b) and Lagrange terms against hand derivations."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -187,3 +188,59 @@ class ClosedFormMass(PolarParticle):
 
     def mass_matrix(self, t, q):
         return 2.0 * jnp.diag(jnp.array([self.m, self.m * q[0] ** 2]))
+
+
+class TurntableBall(ukjax.System):
+    """A user's uniform ball rolling without slipping on a turntable spinning at `spin`
+    about the vertical through the origin: (x, y) of its centre and three angles whose
+    rates are its angular velocity (valid for a sphere: isotropic inertia, no potential);
+    the contact point moves with the table, v + w x (-r e_z) = spin e_z x (x, y, 0), two
+    nonholonomic constraints that depend on the position."""
+
+    m: int = 2
+    r: float = 0.1
+    spin: float = 3.0
+
+    def kinetic_energy(self, t, q, qd):
+        inertia = 0.4 * self.m * self.r**2
+        return 0.5 * self.m * (qd[0] ** 2 + qd[1] ** 2) + 0.5 * inertia * (qd[2:] @ qd[2:])
+
+    def nonholonomic(self, t, q, qd):
+        x, y = q[0], q[1]
+        return jnp.array(
+            [qd[0] - self.r * qd[3] + self.spin * y, qd[1] + self.r * qd[2] - self.spin * x]
+        )
+
+
+def _turntable_centre(spin, x0, v0, t):
+    """The centre's closed form: m v' = F, I w' = (-r e_z) x F and the rolling constraint
+    give v' = spin / (1 + m r^2 / I) e_z x v = (2/7) spin e_z x v: a circle at the rate
+    2 spin / 7."""
+    w = 2.0 * spin / 7.0
+    c, s = jnp.cos(w * t), jnp.sin(w * t)
+    x = x0[0] + (s * v0[0] + (c - 1.0) * v0[1]) / w
+    y = x0[1] + ((1.0 - c) * v0[0] + s * v0[1]) / w
+    return jnp.stack([x, y], axis=-1)
+
+
+def _turntable_run(spin, x0=jnp.array([1.0, 0.0]), v0=jnp.array([0.0, 0.5])):
+    ball = TurntableBall(spin=spin)
+    w = jnp.array([spin * x0[0] - v0[1], v0[0] + spin * x0[1]]) / ball.r  # rolling at t0
+    q0 = jnp.array([x0[0], x0[1], 0.0, 0.0, 0.0])
+    qd0 = jnp.concatenate([v0, w, jnp.array([0.7])])
+    return ukjax.simulate(ball, q0, qd0, jnp.linspace(0.0, 10.0, 101))
+
+
+def test_a_ball_on_a_turntable_circles_at_two_sevenths_of_its_spin():
+    sol, ts = _turntable_run(3.0), jnp.linspace(0.0, 10.0, 101)
+    want = _turntable_centre(3.0, jnp.array([1.0, 0.0]), jnp.array([0.0, 0.5]), ts)
+    np.testing.assert_allclose(sol.q[:, :2], want, atol=1e-9)
+    np.testing.assert_allclose(sol.qd[:, 4], 0.7, rtol=1e-12)  # no torque about the vertical
+
+
+@pytest.mark.slow  # a reverse-mode compile
+def test_the_turntable_balls_position_differentiates_as_its_closed_form():
+    got = jax.jacrev(lambda s: _turntable_run(s).q[-1, :2])(3.0)
+    x0, v0 = jnp.array([1.0, 0.0]), jnp.array([0.0, 0.5])
+    want = jax.jacrev(lambda s: _turntable_centre(s, x0, v0, 10.0))(3.0)
+    np.testing.assert_allclose(got, want, rtol=1e-7)
