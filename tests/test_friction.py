@@ -494,3 +494,89 @@ def test_a_swinging_pendulum_drags_its_cart_in_stick_slip_on_a_rough_floor(mu, t
     reference = np.array([next(s(t)[:2] for a, b, s in segments if a <= t <= b) for t in ts])
     np.testing.assert_allclose(sol.q[:, [0, 2]], reference, atol=1e-9)
     np.testing.assert_allclose(sol.q[:, 1], 0.0, atol=1e-12)  # the cart stays on the floor
+
+
+class ConveyorBelt(ukjax.System):
+    """A user's block on a conveyor belt whose speed is `speed` + `accel` t: the floor a
+    unilateral contact, friction relative to the belt (the fourth entry of `friction`)."""
+
+    mu: float = 0.4
+    speed: float = 1.5
+    accel: float = 0.0
+    m: int = 2
+    g: float = 9.81
+
+    def kinetic_energy(self, t, q, qd):
+        return 0.5 * self.m * qd @ qd
+
+    def potential_energy(self, t, q):
+        return self.m * self.g * q[1]
+
+    def unilateral(self, t, q):
+        return q[1]
+
+    def friction(self, t, q):
+        return jnp.array([[[1.0, 0.0]]]), self.mu, self.mu, self.speed + self.accel * t
+
+
+@pytest.mark.parametrize(
+    "accel, v0",
+    [(0.0, 0.0), (2.0, 1.5), (6.0, 1.5)],  # picked up by the belt; carried; left behind
+)
+def test_a_conveyor_belt_drags_a_block_up_to_its_speed_then_carries_it(accel, v0):
+    """Closed forms: from rest on a belt at u the block slides at mu g until it moves with
+    the belt (a stick event at u / (mu g)); on a belt that accelerates at a <= mu g it stays
+    stuck; at a > mu g it slips at once and falls behind, accelerating at mu g."""
+    belt, mu_g = ConveyorBelt(accel=accel), 0.4 * 9.81
+    ts = jnp.linspace(0.0, 1.0, 11)
+    sol = ukjax.simulate(belt, jnp.zeros(2), jnp.array([v0, 0.0]), ts)
+    t = np.asarray(ts)
+    if v0 == 0.0:
+        t_stick = 1.5 / mu_g
+        assert int(sol.events.count) == 1 and int(sol.events.kind[0]) == ukjax.EventKind.STICK
+        np.testing.assert_allclose(sol.events.time[0], t_stick, rtol=1e-12)
+        slide = 0.5 * mu_g * t**2
+        want = np.where(t < t_stick, slide, 0.5 * mu_g * t_stick**2 + 1.5 * (t - t_stick))
+    else:
+        assert int(sol.events.count) == 0
+        want = v0 * t + 0.5 * min(accel, mu_g) * t**2
+    np.testing.assert_allclose(sol.q[:, 0], want, atol=1e-12)
+    np.testing.assert_allclose(sol.q[:, 1], 0.0, atol=1e-14)
+
+
+@pytest.mark.slow  # a frictional impact program's compile
+def test_a_block_dropped_on_a_moving_belt_takes_the_coulomb_impulse_then_slides_to_its_speed():
+    """Dropped from rest at 0.2 m (Impact(0)): the landing's tangential impulse is mu
+    times the normal one, m v_y, so the block leaves the impact at mu v_y (below the
+    belt's speed), then slides at mu g until it moves with the belt."""
+    g, mu, u, h = 9.81, 0.4, 1.5, 0.2
+    t_land, v_y = np.sqrt(2 * h / g), np.sqrt(2 * g * h)
+    v_after = mu * v_y
+    t_stick = t_land + (u - v_after) / (mu * g)
+    ts = jnp.linspace(0.0, 1.0, 101)
+    sol = ukjax.simulate(
+        ConveyorBelt(), jnp.array([0.0, h]), jnp.zeros(2), ts, contact=ukjax.Impact(0.0)
+    )
+    kinds = [ukjax.EVENT_KINDS[k] for k in np.asarray(sol.events.kind[: int(sol.events.count)])]
+    assert kinds == ["impact", "stick"]
+    np.testing.assert_allclose(sol.events.time[:2], [t_land, t_stick], rtol=1e-10)
+    np.testing.assert_allclose(sol.events.tangential_impulse[0], mu * 2 * v_y, rtol=1e-10)
+    t = np.asarray(ts)
+    s = t - t_land
+    slide = v_after * s + 0.5 * mu * g * s**2
+    stuck = (
+        v_after * (t_stick - t_land) + 0.5 * mu * g * (t_stick - t_land) ** 2 + u * (t - t_stick)
+    )
+    want = np.where(t < t_land, 0.0, np.where(t < t_stick, slide, stuck))
+    np.testing.assert_allclose(sol.q[:, 0], want, atol=1e-10)
+
+
+def test_a_surface_velocity_of_the_wrong_shape_is_refused():
+    class Wrong(ConveyorBelt):
+        def friction(self, t, q):
+            return jnp.array([[[1.0, 0.0]]]), self.mu, self.mu, jnp.zeros((1, 2))
+
+    with pytest.raises(
+        ValueError, match=r"surface_velocity must be a scalar or have shape \(1, 1\)"
+    ):
+        ukjax.simulate(Wrong(), jnp.zeros(2), jnp.zeros(2), jnp.linspace(0.0, 1.0, 3))

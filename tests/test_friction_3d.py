@@ -316,3 +316,56 @@ def test_elliptic_cone_coefficients_are_checked():
     wrong = InclinePoint(mu_static=jnp.ones((1, 3)), mu_kinetic=jnp.ones((1, 3)))
     with pytest.raises(ValueError, match="elliptic cone"):
         ukjax.simulate(wrong, jnp.zeros(3), jnp.zeros(3), jnp.linspace(0.0, 0.1, 2))
+
+
+class TurntablePuck(ukjax.System):
+    """A user's puck (a point of unit mass) on a rough turntable spinning at `spin` about
+    the vertical through the origin: the friction is relative to the table's velocity
+    spin e_z x (x, y), a surface velocity that depends on the position."""
+
+    spin: float = 2.0
+    mu: float = 0.5
+    g: float = 9.81
+
+    def kinetic_energy(self, t, q, qd):
+        return 0.5 * qd @ qd
+
+    def potential_energy(self, t, q):
+        return self.g * q[2]
+
+    def unilateral(self, t, q):
+        return q[2]
+
+    def friction(self, t, q):
+        T = jnp.array([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])
+        return T, self.mu, self.mu, self.spin * jnp.array([[-q[1], q[0]]])
+
+
+@pytest.mark.slow  # a 3-D frictional program's compile
+@pytest.mark.parametrize("mu", [0.5, 0.05])
+def test_a_puck_on_a_turntable_turns_with_it_inside_the_cone_and_slides_off_outside(mu):
+    """Placed at r = 1 moving with the table (spin 2): the centripetal force spin^2 r = 4
+    needs mu g >= 4 to hold it. mu = 0.5 holds: it circles with the table. mu = 0.05 does
+    not: it slides outward, against scipy DOP853 of the kinetic friction relative to the
+    table (the slip started along the outward radius, where the holding force fails)."""
+    from scipy.integrate import solve_ivp
+
+    ts = jnp.linspace(0.0, 3.0, 31)
+    sol = ukjax.simulate(TurntablePuck(mu=mu), jnp.array([1.0, 0.0, 0.0]),
+                         jnp.array([0.0, 2.0, 0.0]), ts)  # fmt: skip
+    t = np.asarray(ts)
+    if mu * 9.81 >= 4.0:
+        want = np.stack([np.cos(2 * t), np.sin(2 * t)], axis=1)
+    else:
+
+        def rhs(_, z):
+            rel = np.array([z[2] + 2 * z[1], z[3] - 2 * z[0]])
+            return [z[2], z[3], *(-mu * 9.81 * rel / np.linalg.norm(rel))]
+
+        z0 = [1.0, 0.0, 1e-13, 2.0]  # the slip's direction at its start
+        ref = solve_ivp(rhs, (0.0, 3.0), z0, method="DOP853", rtol=1e-12, atol=1e-12,
+                        dense_output=True)  # fmt: skip
+        want = ref.sol(t)[:2].T
+        assert np.hypot(*want[-1]) > 5.0  # thrown well off its circle
+    np.testing.assert_allclose(sol.q[:, :2], want, atol=1e-8)
+    np.testing.assert_allclose(sol.q[:, 2], 0.0, atol=1e-14)

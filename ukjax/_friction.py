@@ -4,7 +4,11 @@ A system declares, per unilateral contact $i$ (:meth:`ukjax.System.unilateral`),
 tangential velocity rows and the coefficients with `System.friction(t, q)`, returning
 `(T, mu_static, mu_kinetic)`: `T` of shape (k, d, n), so that the slip velocity of contact
 $i$ is $v_i = T_i(q, t)\,\dot q \in \mathbb{R}^d$; the coefficients are scalars or (k,)
-arrays. d = 1 is planar contact (`T` may then also be (k, n), or (n,) for one contact);
+arrays. A fourth entry, `surface_velocity` ((k, d), (k,) for d = 1, or a scalar; a
+function of t and q), makes the slip relative to a moving surface (a conveyor belt, a
+turntable, a shaking table): $v_i = T_i\dot q - w_i(t, q)$, so that a stuck contact moves
+with its surface and its rate $\dot T_i\dot q - \dot w_i$ holds the surface's acceleration.
+d = 1 is planar contact (`T` may then also be (k, n), or (n,) for one contact);
 d = 2 (two orthonormal tangent rows per contact) is an isotropic Coulomb cone in 3-D, or
 with coefficients of shape (k, 2) (one per tangent row) an elliptic cone
 (:class:`FrictionState`: the static ellipse, and the force of maximal dissipation on the
@@ -453,6 +457,8 @@ class FrictionState(eqx.Module):
     r"""The tangential quantities of every contact at one state: rows `T` (k, d, n), slip
     velocities `vt` = T qd (k, d), the acceleration-free part `Tdqd` (k, d) of their
     rates, and the coefficients: (k,) for isotropic cones, (k, d) for elliptic ones.
+    `surface` (k, d): the velocity along the rows of a moving surface that the system
+    declares (then `vt` = T qd - surface and `Tdqd` includes minus its rate), else None.
 
     **Elliptic cones** (coefficients $\mu_{s,ij}$, $\mu_{k,ij}$ per tangent row $j$ of
     contact $i$, all positive): a force $F$ along the rows holds while
@@ -469,6 +475,7 @@ class FrictionState(eqx.Module):
     Tdqd: jax.Array
     mu_s: jax.Array
     mu_k: jax.Array
+    surface: jax.Array | None = None
 
     @property
     def elliptic(self) -> bool:
@@ -518,11 +525,12 @@ class FrictionState(eqx.Module):
 
 def _rows(system: System, t, q, k: int):
     out = system.friction(t, q)
-    if out is None or len(out) != 3:
+    if out is None or len(out) not in (3, 4):
         raise ValueError(
-            f"{type(system).__name__}.friction must return (T, mu_static, mu_kinetic); got {out!r}."
+            f"{type(system).__name__}.friction must return (T, mu_static, mu_kinetic) or "
+            f"(T, mu_static, mu_kinetic, surface_velocity); got {out!r}."
         )
-    T, mu_s, mu_k = out
+    T, mu_s, mu_k = out[:3]
     T = jnp.asarray(T, q.dtype)
     n = q.shape[0]
     if T.ndim == 1 and k == 1:  # one contact's row, (n,)
@@ -557,20 +565,39 @@ def _rows(system: System, t, q, k: int):
             )
         return jnp.broadcast_to(mu, (k,))
 
-    return T, coefficient(mu_s, "mu_static"), coefficient(mu_k, "mu_kinetic")
+    surface = None if len(out) == 3 else _surface_velocity(out[3], system, k, d, q.dtype)
+    return T, coefficient(mu_s, "mu_static"), coefficient(mu_k, "mu_kinetic"), surface
+
+
+def _surface_velocity(w, system: System, k: int, d: int, dtype) -> jax.Array:
+    """The moving surface's velocity along the tangent rows, (k, d), from a scalar, (k,)
+    for d = 1 or (k, d)."""
+    w = jnp.asarray(w, dtype)
+    if w.ndim == 1 and d == 1 and w.shape[0] in (1, k):
+        w = w[:, None]
+    if w.ndim > 2 or (w.ndim == 2 and w.shape not in ((k, d), (1, d))) or w.ndim == 1:
+        raise ValueError(
+            f"{type(system).__name__}.friction: surface_velocity must be a scalar or have "
+            f"shape ({k}, {d}) (one entry per tangent row; ({k},) for planar contacts); got "
+            f"{w.shape}."
+        )
+    return jnp.broadcast_to(w, (k, d))
 
 
 @traced_once  # the event code asks for it again and again at one state
 def friction_state(system: System, t, q, qd, k: int) -> FrictionState:
-    r"""$T$, $v = T\dot q$, $\dot T\dot q$ (by a `jvp` along $(1, \dot q)$) and $\mu_s, \mu_k$."""
+    r"""$T$, $v = T\dot q - w$, $\dot T\dot q - \dot w$ (by a `jvp` along $(1, \dot q)$),
+    $\mu_s, \mu_k$, and the surface's velocity $w$ (None where the system declares none:
+    then $v = T\dot q$)."""
 
     def velocity(t_, q_):  # the rows once: their values ride along as the jvp's aux
-        T_, mu_s_, mu_k_ = _rows(system, t_, q_, k)
-        return T_ @ qd, (T_, mu_s_, mu_k_)
+        T_, mu_s_, mu_k_, w_ = _rows(system, t_, q_, k)
+        v = T_ @ qd if w_ is None else T_ @ qd - w_
+        return v, (T_, mu_s_, mu_k_, w_)
 
     one = jnp.ones((), q.dtype)
-    vt, Tdqd, (T, mu_s, mu_k) = jax.jvp(velocity, (t, q), (one, qd), has_aux=True)
-    return FrictionState(T, vt, Tdqd, mu_s, mu_k)
+    vt, Tdqd, (T, mu_s, mu_k, w) = jax.jvp(velocity, (t, q), (one, qd), has_aux=True)
+    return FrictionState(T, vt, Tdqd, mu_s, mu_k, w)
 
 
 def tangent_dim(system: System, t, q) -> int:

@@ -537,7 +537,8 @@ class EventDriver(AbstractDriver):
     def project(self, t, q, qd, G, g_target, stuck, latched=None):
         r"""The velocity nearest `qd` (mass metric) with every bilateral velocity constraint
         met, the contact rows $G\dot q^+ = $ `g_target` and, for `stuck` frictional
-        contacts, $T_i\dot q^+ = 0$, and the `latched` latches' $\dot\varphi_j^+ = 0$
+        contacts, $T_i\dot q^+ = w_i$ (0 unless their surface moves), and the `latched`
+        latches' $\dot\varphi_j^+ = 0$
         (zero rows are ignored): the UK equation for the jump $\Delta\dot q$ with no force
         (Bajodah 2003, eqs 424-427)."""
         _, J, c, solve = self._velocity_rows(t, q, qd, latched)
@@ -546,7 +547,10 @@ class EventDriver(AbstractDriver):
             fs = friction_state(self.field.system, t, q, qd, stuck.shape[0])
             k, d, n = fs.T.shape
             rows_.append(jnp.where(stuck[:, None, None], fs.T, 0.0).reshape(k * d, n))
-            targets.append(jnp.zeros(k * d, qd.dtype))
+            if fs.surface is None:
+                targets.append(jnp.zeros(k * d, qd.dtype))
+            else:  # a stuck contact moves with its surface
+                targets.append(jnp.where(stuck[:, None], fs.surface, 0.0).reshape(k * d))
         R, c = jnp.concatenate(rows_), jnp.concatenate(targets)
         return qd + solve(R, jnp.zeros_like(qd), c - R @ qd).qdd
 
@@ -617,7 +621,10 @@ class EventDriver(AbstractDriver):
         c = pick_(c, J @ a)  # at rest: already on the rows (no projection)
         rate = pick_(before.gd, cs.G @ a + cs.gdd0)
         target = pick_(gd_target, field.contact.target_acceleration(cs.g, cs.gd))
-        offset = pick_(jnp.zeros_like(fs_after.Tdqd), fs_after.Tdqd)
+        # the impact's slip after is T qd+ - w (w: a moving surface's velocity), the
+        # resting level's slip rate T qdd + Tdqd
+        moving = jnp.zeros_like(fs_after.Tdqd) if fs_after.surface is None else -fs_after.surface
+        offset = pick_(moving, fs_after.Tdqd)
         chosen = pick_(candidates, resting)
         # fs_after's rows and coefficients (functions of q) serve both levels
         out = dissipative_impact(
