@@ -519,6 +519,7 @@ class ConveyorBelt(ukjax.System):
         return jnp.array([[[1.0, 0.0]]]), self.mu, self.mu, self.speed + self.accel * t
 
 
+@pytest.mark.slow  # a frictional program's compile (9 s): the default suite's 5 minutes
 @pytest.mark.parametrize(
     "accel, v0",
     [(0.0, 0.0), (2.0, 1.5), (6.0, 1.5)],  # picked up by the belt; carried; left behind
