@@ -351,26 +351,36 @@ def test_dask_cluster_survives_a_killed_worker_and_is_bitwise_equal(plain, dask_
 
 class _RayExecutor:
     """README's thin wrapper: each chunk a Ray task, whose ObjectRef.future() is a
-    concurrent.futures.Future."""
+    concurrent.futures.Future. With `kill_at`, the tasks first wait a second (so that a
+    task is running whatever the workers have compiled already) and the `kill_at`-th
+    submission SIGKILLs a worker process in the middle of one."""
 
     def __init__(self, ray, kill_at=None):
         self.ray, self.kill_at, self.n, self.killed = ray, kill_at, 0, []
 
     def submit(self, fn, *args, **kwargs):
-        future = self.ray.remote(fn).remote(*args, **kwargs).future()
+        if self.kill_at is None:
+            return self.ray.remote(fn).remote(*args, **kwargs).future()
+        future = self.ray.remote(_after_a_second).remote(fn, *args, **kwargs).future()
         self.n += 1
         if self.n == self.kill_at:
             self.killed.append(_kill_a_running_task())
         return future
 
 
+def _after_a_second(fn, *args, **kwargs):
+    time.sleep(1.0)
+    return fn(*args, **kwargs)
+
+
 def _kill_a_running_task(timeout=120.0) -> int:
-    """SIGKILL a Ray worker process while it runs a chunk (its title is `ray::run_task`)."""
+    """SIGKILL a Ray worker process while it runs a chunk's task (its process title is
+    `ray::_after_a_second`)."""
     psutil = pytest.importorskip("psutil")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for p in psutil.process_iter(["cmdline"]):
-            if "ray::run_task" in " ".join(p.info["cmdline"] or []):
+            if "ray::_after_a_second" in " ".join(p.info["cmdline"] or []):
                 os.kill(p.pid, signal.SIGKILL)
                 return p.pid
         time.sleep(0.05)
