@@ -572,6 +572,15 @@ def test_a_block_dropped_on_a_moving_belt_takes_the_coulomb_impulse_then_slides_
     np.testing.assert_allclose(sol.q[:, 0], want, atol=1e-10)
 
 
+@pytest.mark.slow  # a reverse-mode frictional compile
+def test_the_distance_a_belt_carries_a_block_differentiates_through_the_stick():
+    """x(1) = u - u^2 / (2 mu g) for a block picked up by a belt at speed u (stuck at
+    u / (mu g) < 1 s): d x / d u = 1 - u / (mu g), through the stick event."""
+    ts = jnp.linspace(0.0, 1.0, 11)
+    x1 = lambda u: ukjax.simulate(ConveyorBelt(speed=u), jnp.zeros(2), jnp.zeros(2), ts).q[-1, 0]
+    np.testing.assert_allclose(jax.grad(x1)(1.5), 1.0 - 1.5 / (0.4 * 9.81), rtol=1e-10)
+
+
 def test_a_surface_velocity_of_the_wrong_shape_is_refused():
     class Wrong(ConveyorBelt):
         def friction(self, t, q):
