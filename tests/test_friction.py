@@ -590,3 +590,28 @@ def test_a_surface_velocity_of_the_wrong_shape_is_refused():
         ValueError, match=r"surface_velocity must be a scalar or have shape \(1, 1\)"
     ):
         ukjax.simulate(Wrong(), jnp.zeros(2), jnp.zeros(2), jnp.linspace(0.0, 1.0, 3))
+
+    # One 3-D contact's velocity may be given as a (2,) vector, or as (1, 2): a puck moving
+    # at 1 m/s on a surface moving at 2 m/s slips backwards and is dragged forwards.
+    class Puck(ukjax.System):
+        w: tuple
+
+        def kinetic_energy(self, t, q, qd):
+            return 0.5 * qd @ qd
+
+        def potential_energy(self, t, q):
+            return 9.81 * q[2]
+
+        def unilateral(self, t, q):
+            return q[2]
+
+        def friction(self, t, q):
+            T = jnp.array([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])
+            return T, 0.5, 0.5, jnp.array(self.w)
+
+    q, qd = jnp.zeros(3), jnp.array([1.0, 0.0, 0.0])
+    engaged, sliding = jnp.array([True]), jnp.array([1])
+    for w in ((2.0, 0.0), ((2.0, 0.0),)):
+        _, normal, tangential = ukjax.friction_forces(Puck(w=w), 0.0, q, qd, engaged, sliding)
+        np.testing.assert_allclose(normal, [9.81], rtol=1e-12)
+        np.testing.assert_allclose(tangential, [[0.5 * 9.81, 0.0]], rtol=1e-12)

@@ -571,15 +571,17 @@ def _rows(system: System, t, q, k: int):
 
 def _surface_velocity(w, system: System, k: int, d: int, dtype) -> jax.Array:
     """The moving surface's velocity along the tangent rows, (k, d), from a scalar, (k,)
-    for d = 1 or (k, d)."""
+    for d = 1, (d,) for one contact, or (k, d)."""
     w = jnp.asarray(w, dtype)
     if w.ndim == 1 and d == 1 and w.shape[0] in (1, k):
         w = w[:, None]
+    elif w.ndim == 1 and k == 1 and w.shape[0] == d:  # one contact's velocity along its rows
+        w = w[None, :]
     if w.ndim > 2 or (w.ndim == 2 and w.shape not in ((k, d), (1, d))) or w.ndim == 1:
         raise ValueError(
             f"{type(system).__name__}.friction: surface_velocity must be a scalar or have "
-            f"shape ({k}, {d}) (one entry per tangent row; ({k},) for planar contacts); got "
-            f"{w.shape}."
+            f"shape ({k}, {d}) (one entry per tangent row; ({k},) for planar contacts, ({d},) "
+            f"for one contact); got {w.shape}."
         )
     return jnp.broadcast_to(w, (k, d))
 
