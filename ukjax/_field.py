@@ -337,8 +337,9 @@ def friction_forces(
     -\dot T_i\dot q$ (their UK constraint force is the friction), sliding ones feel
     $-\mu_kN_is_i$ with the normal forces $N$ solved together with it (module
     :mod:`ukjax._friction`). In 3-D (d = 2 tangent rows per contact) a sliding contact
-    (`sliding` 1) slides along its slip velocity $T_i\dot q$; at zero slip pass its
-    heading instead, `sliding` of shape (k, 2) (a zero row: stuck).
+    (`sliding` 1) slides along its slip velocity $T_i\dot q$ (less its surface's velocity
+    where `System.friction` declares one); at zero slip pass its heading instead,
+    `sliding` of shape (k, 2) (a zero row: stuck).
 
     **Returns:** `(qdd, normal, tangential)`: the acceleration (n,), the normal forces
     $N$ (k,) (> 0 pushing, 0 for free contacts) and the friction forces along each
