@@ -54,8 +54,8 @@ class System(eqx.Module):
       while a contact is engaged, with the contact's UK force as the normal force
       (`simulate(..., friction=ukjax.Coulomb())`, see :mod:`ukjax._friction`). On a moving
       surface (a conveyor belt, a turntable) return a fourth entry, the surface's velocity
-      along the rows `w(t, q)` ((k, d), (k,) planar, or a scalar): the slip is then
-      $T_i\dot q - w_i$.
+      along the rows `w(t, q)` ((k, d); (k,) planar; (d,) for one contact; or a scalar):
+      the slip is then $T_i\dot q - w_i$.
     - `latches(self, t, q)` (optional): (L, r) holonomic constraint rows (or (L,)) that
       hold only while their latch is engaged (a grasp, a latch, a planted foot), and
       `latch_conditions(self, t, q, qd)` returning `(engage, release)`, (L,) values whose
