@@ -746,3 +746,15 @@ def cart_pendulum_friction_reference(mu, theta0, t_end, g=9.81, cart=1.0, bob=1.
             z[2] = 0.0
             sign = mode_at(z)
     return segments, events
+
+
+def turntable_ball_centre(spin, x0, v0, t):
+    """The centre of a uniform ball rolling without slipping on a turntable that spins at
+    `spin`, from (x0, v0) at t = 0 (jax.numpy, differentiable): m v' = F, I w' = (-r e_z)
+    x F and the rolling constraint give v' = spin / (1 + m r^2 / I) e_z x v = (2/7) spin
+    e_z x v, a circle at the rate 2 spin / 7."""
+    w = 2.0 * spin / 7.0
+    c, s = jnp.cos(w * t), jnp.sin(w * t)
+    x = x0[0] + (s * v0[0] + (c - 1.0) * v0[1]) / w
+    y = x0[1] + ((1.0 - c) * v0[0] + s * v0[1]) / w
+    return jnp.stack([x, y], axis=-1)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import ukjax
+from references import turntable_ball_centre
 from ukjax._dynamics import mass_matrix
 
 
@@ -212,17 +213,6 @@ class TurntableBall(ukjax.System):
         )
 
 
-def _turntable_centre(spin, x0, v0, t):
-    """The centre's closed form: m v' = F, I w' = (-r e_z) x F and the rolling constraint
-    give v' = spin / (1 + m r^2 / I) e_z x v = (2/7) spin e_z x v: a circle at the rate
-    2 spin / 7."""
-    w = 2.0 * spin / 7.0
-    c, s = jnp.cos(w * t), jnp.sin(w * t)
-    x = x0[0] + (s * v0[0] + (c - 1.0) * v0[1]) / w
-    y = x0[1] + ((1.0 - c) * v0[0] + s * v0[1]) / w
-    return jnp.stack([x, y], axis=-1)
-
-
 def _turntable_run(spin, x0=jnp.array([1.0, 0.0]), v0=jnp.array([0.0, 0.5])):
     ball = TurntableBall(spin=spin)
     w = jnp.array([spin * x0[0] - v0[1], v0[0] + spin * x0[1]]) / ball.r  # rolling at t0
@@ -233,7 +223,7 @@ def _turntable_run(spin, x0=jnp.array([1.0, 0.0]), v0=jnp.array([0.0, 0.5])):
 
 def test_a_ball_on_a_turntable_circles_at_two_sevenths_of_its_spin():
     sol, ts = _turntable_run(3.0), jnp.linspace(0.0, 10.0, 101)
-    want = _turntable_centre(3.0, jnp.array([1.0, 0.0]), jnp.array([0.0, 0.5]), ts)
+    want = turntable_ball_centre(3.0, jnp.array([1.0, 0.0]), jnp.array([0.0, 0.5]), ts)
     np.testing.assert_allclose(sol.q[:, :2], want, atol=1e-9)
     np.testing.assert_allclose(sol.qd[:, 4], 0.7, rtol=1e-12)  # no torque about the vertical
 
@@ -242,5 +232,5 @@ def test_a_ball_on_a_turntable_circles_at_two_sevenths_of_its_spin():
 def test_the_turntable_balls_position_differentiates_as_its_closed_form():
     got = jax.jacrev(lambda s: _turntable_run(s).q[-1, :2])(3.0)
     x0, v0 = jnp.array([1.0, 0.0]), jnp.array([0.0, 0.5])
-    want = jax.jacrev(lambda s: _turntable_centre(s, x0, v0, 10.0))(3.0)
+    want = jax.jacrev(lambda s: turntable_ball_centre(s, x0, v0, 10.0))(3.0)
     np.testing.assert_allclose(got, want, rtol=1e-7)

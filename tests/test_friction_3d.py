@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import ukjax
-from references import ball_slide_then_roll, incline_slide_reference
+from references import ball_slide_then_roll, incline_slide_reference, turntable_ball_centre
 from ukjax.systems import BallsOnTable
 
 
@@ -369,3 +369,49 @@ def test_a_puck_on_a_turntable_turns_with_it_inside_the_cone_and_slides_off_outs
         assert np.hypot(*want[-1]) > 5.0  # thrown well off its circle
     np.testing.assert_allclose(sol.q[:, :2], want, atol=1e-8)
     np.testing.assert_allclose(sol.q[:, 2], 0.0, atol=1e-14)
+
+
+class RoughTurntableBall(ukjax.System):
+    """A user's uniform ball on a rough turntable (Coulomb, mu = 0.8): (x, y, z) of its
+    centre and three angles whose rates are its angular velocity; the contact point's
+    velocity along the table, v + w x (-r e_z), is the slip relative to the table's
+    spin e_z x (x, y). Rolling is the stuck contact."""
+
+    m: int = 2
+    r: float = 0.1
+    spin: float = 3.0
+    mu: float = 0.8
+    g: float = 9.81
+
+    def kinetic_energy(self, t, q, qd):
+        inertia = 0.4 * self.m * self.r**2
+        return 0.5 * self.m * (qd[:3] @ qd[:3]) + 0.5 * inertia * (qd[3:] @ qd[3:])
+
+    def potential_energy(self, t, q):
+        return self.m * self.g * q[2]
+
+    def unilateral(self, t, q):
+        return q[2] - self.r
+
+    def friction(self, t, q):
+        r = self.r
+        T = jnp.array([[[1.0, 0.0, 0.0, 0.0, -r, 0.0], [0.0, 1.0, 0.0, r, 0.0, 0.0]]])
+        return T, self.mu, self.mu, self.spin * jnp.array([-q[1], q[0]])
+
+
+@pytest.mark.slow  # a 3-D frictional program's compile
+def test_a_ball_rolling_on_a_rough_turntable_circles_at_two_sevenths_of_its_spin():
+    """Rolling held by Coulomb friction on the moving surface (a stuck contact) gives the
+    motion of the rolling constraint: the centre circles at 2 spin / 7, the closed form of
+    tests/test_constraints.py's nonholonomic ball."""
+    ball, x0, v0 = RoughTurntableBall(), jnp.array([1.0, 0.0]), jnp.array([0.0, 0.5])
+    w = jnp.array([ball.spin * x0[0] - v0[1], v0[0] + ball.spin * x0[1]]) / ball.r
+    q0 = jnp.array([x0[0], x0[1], ball.r, 0.0, 0.0, 0.0])
+    qd0 = jnp.concatenate([v0, jnp.zeros(1), w, jnp.array([0.7])])
+    ts = jnp.linspace(0.0, 10.0, 101)
+    sol = ukjax.simulate(ball, q0, qd0, ts)
+    assert int(sol.events.count) == 0  # it never slips
+    np.testing.assert_allclose(
+        sol.q[:, :2], turntable_ball_centre(ball.spin, x0, v0, ts), atol=1e-9
+    )
+    np.testing.assert_allclose(sol.q[:, 2], ball.r, atol=1e-14)
