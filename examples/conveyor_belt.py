@@ -21,10 +21,10 @@ import time
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
-from scipy.integrate import solve_ivp
 
 import ukjax
 from _common import example_args, save_figure
+from references import belt_drop_reference, turntable_puck_slip
 
 
 G = 9.81
@@ -71,26 +71,6 @@ class TurntablePuck(ukjax.System):
         return T, self.mu, self.mu, self.spin * jnp.array([-q[1], q[0]])
 
 
-def belt_closed_form(t, mu=0.4, u=1.5, h=0.2):
-    t_land, v_y = np.sqrt(2 * h / G), np.sqrt(2 * G * h)
-    v0 = mu * v_y
-    t_stick = t_land + (u - v0) / (mu * G)
-    s = np.clip(t - t_land, 0.0, t_stick - t_land)
-    x = v0 * s + 0.5 * mu * G * s**2 + u * np.clip(t - t_stick, 0.0, None)
-    return x, t_land, t_stick
-
-
-def thrown_off_reference(t, mu, spin=2.0):
-    def rhs(_, z):
-        rel = np.array([z[2] + spin * z[1], z[3] - spin * z[0]])
-        return [z[2], z[3], *(-mu * G * rel / np.linalg.norm(rel))]
-
-    z0 = [1.0, 0.0, 1e-13, spin]  # the slip starts along the outward radius
-    sol = solve_ivp(rhs, (0.0, t[-1]), z0, method="DOP853", rtol=1e-12, atol=1e-12,
-                    dense_output=True)  # fmt: skip
-    return sol.sol(t)[:2].T
-
-
 def main():
     args = example_args(__doc__)
     t1 = 0.6 if args.quick else 1.0
@@ -100,7 +80,7 @@ def main():
                           contact=ukjax.Impact(0.0))  # fmt: skip
     print(f"belt: {belt.status}, {time.perf_counter() - t0:.1f} s (compile and run)")
     t = np.asarray(ts)
-    x_ref, t_land, t_stick = belt_closed_form(t)
+    x_ref, t_land, t_stick = belt_drop_reference(t, 0.4, 1.5, 0.2, G)
     n = int(belt.events.count)
     kinds = [ukjax.EVENT_KINDS[k] for k in np.asarray(belt.events.kind[:n])]
     print(f"  events {kinds} at {np.asarray(belt.events.time[:n])} (closed form: landing "
@@ -119,7 +99,7 @@ def main():
                                    jnp.array([0.0, 2.0, 0.0]), ts2)  # fmt: skip
         print(f"puck, mu = {mu}: {pucks[mu].status}, {time.perf_counter() - t0:.1f} s")
     held = np.stack([np.cos(2 * t), np.sin(2 * t)], axis=1)
-    thrown = thrown_off_reference(t, 0.05)
+    thrown = turntable_puck_slip(t, 0.05, spin=2.0, g=G)
     print(
         f"  held puck against the table's circle: {np.max(np.abs(pucks[0.5].q[:, :2] - held)):.1e}"
     )

@@ -758,3 +758,34 @@ def turntable_ball_centre(spin, x0, v0, t):
     x = x0[0] + (s * v0[0] + (c - 1.0) * v0[1]) / w
     y = x0[1] + ((1.0 - c) * v0[0] + s * v0[1]) / w
     return jnp.stack([x, y], axis=-1)
+
+
+def belt_drop_reference(t, mu, speed, height, g=9.81):
+    """A block dropped from rest at `height` onto a belt running at `speed` (Coulomb, mu,
+    a plastic landing): it lands at sqrt(2 h / g) with v_y = sqrt(2 g h), the landing's
+    tangential impulse mu m v_y leaves it at mu v_y (below the belt's speed), then it
+    slides at mu g until it moves with the belt. Returns (x(t), landing time, stick time);
+    `height` 0 is a block set down at rest on the belt."""
+    t_land, v_y = np.sqrt(2 * height / g), np.sqrt(2 * g * height)
+    v0 = mu * v_y
+    t_stick = t_land + (speed - v0) / (mu * g)
+    s = np.clip(t - t_land, 0.0, t_stick - t_land)
+    x = v0 * s + 0.5 * mu * g * s**2 + speed * np.clip(t - t_stick, 0.0, None)
+    return x, t_land, t_stick
+
+
+def turntable_puck_slip(t, mu, spin, g=9.81):
+    """A puck placed at (1, 0) moving with a turntable spinning at `spin`, where the cone
+    cannot hold it: kinetic friction relative to the table's velocity spin e_z x r by scipy
+    DOP853 (rtol = atol = 1e-12); the slip starts along the outward radius (set by 1e-13).
+    Returns the (x, y) path at `t`."""
+    from scipy.integrate import solve_ivp
+
+    def rhs(_, z):
+        rel = np.array([z[2] + spin * z[1], z[3] - spin * z[0]])
+        return [z[2], z[3], *(-mu * g * rel / np.linalg.norm(rel))]
+
+    z0 = [1.0, 0.0, 1e-13, spin]
+    sol = solve_ivp(rhs, (0.0, t[-1]), z0, method="DOP853", rtol=1e-12, atol=1e-12,
+                    dense_output=True)  # fmt: skip
+    return sol.sol(t)[:2].T

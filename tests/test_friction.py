@@ -15,6 +15,7 @@ import pytest
 
 import ukjax
 from references import (
+    belt_drop_reference,
     cart_pendulum_friction_reference,
     rough_table_turning_points,
     two_block_friction_reference,
@@ -533,11 +534,9 @@ def test_a_conveyor_belt_drags_a_block_up_to_its_speed_then_carries_it(accel, v0
     sol = ukjax.simulate(belt, jnp.zeros(2), jnp.array([v0, 0.0]), ts)
     t = np.asarray(ts)
     if v0 == 0.0:
-        t_stick = 1.5 / mu_g
+        want, _, t_stick = belt_drop_reference(t, 0.4, 1.5, height=0.0)  # set down at rest
         assert int(sol.events.count) == 1 and int(sol.events.kind[0]) == ukjax.EventKind.STICK
         np.testing.assert_allclose(sol.events.time[0], t_stick, rtol=1e-12)
-        slide = 0.5 * mu_g * t**2
-        want = np.where(t < t_stick, slide, 0.5 * mu_g * t_stick**2 + 1.5 * (t - t_stick))
     else:
         assert int(sol.events.count) == 0
         want = v0 * t + 0.5 * min(accel, mu_g) * t**2
@@ -551,24 +550,16 @@ def test_a_block_dropped_on_a_moving_belt_takes_the_coulomb_impulse_then_slides_
     times the normal one, m v_y, so the block leaves the impact at mu v_y (below the
     belt's speed), then slides at mu g until it moves with the belt."""
     g, mu, u, h = 9.81, 0.4, 1.5, 0.2
-    t_land, v_y = np.sqrt(2 * h / g), np.sqrt(2 * g * h)
-    v_after = mu * v_y
-    t_stick = t_land + (u - v_after) / (mu * g)
     ts = jnp.linspace(0.0, 1.0, 101)
+    want, t_land, t_stick = belt_drop_reference(np.asarray(ts), mu, u, h, g)
     sol = ukjax.simulate(
         ConveyorBelt(), jnp.array([0.0, h]), jnp.zeros(2), ts, contact=ukjax.Impact(0.0)
     )
     kinds = [ukjax.EVENT_KINDS[k] for k in np.asarray(sol.events.kind[: int(sol.events.count)])]
     assert kinds == ["impact", "stick"]
     np.testing.assert_allclose(sol.events.time[:2], [t_land, t_stick], rtol=1e-10)
+    v_y = np.sqrt(2 * g * h)
     np.testing.assert_allclose(sol.events.tangential_impulse[0], mu * 2 * v_y, rtol=1e-10)
-    t = np.asarray(ts)
-    s = t - t_land
-    slide = v_after * s + 0.5 * mu * g * s**2
-    stuck = (
-        v_after * (t_stick - t_land) + 0.5 * mu * g * (t_stick - t_land) ** 2 + u * (t - t_stick)
-    )
-    want = np.where(t < t_land, 0.0, np.where(t < t_stick, slide, stuck))
     np.testing.assert_allclose(sol.q[:, 0], want, atol=1e-10)
 
 
