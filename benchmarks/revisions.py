@@ -24,6 +24,9 @@ defaults except the method and step, which make the work comparable):
   all three `jax.jit(jax.vmap(simulate))` with `solver=RK4()` at the constant dt = 1e-3,
   `--steps` steps, batch min(1024, 8192 / N), everything else at the defaults; the time
   is per system-step.
+- `default-<kind><N>`: the same chain at every default (Dopri8, adaptive, rtol = atol =
+  1e-12) over t in [0, 1], batched as above; per batch. `single-<kind><N>`: one start,
+  its own `simulate` call (the program `simulate` compiles); per run.
 - `balls`: 1024 bouncing balls (`ukjax.systems.BouncingBall`, `Impact(0.8)`,
   `throw=False`, 201 saves on [0, 2] s, heights spread over [0.5, 2] m), the batch of
   issue 44 item 3; the time is per batch.
@@ -103,21 +106,37 @@ def chain_system(lib, kind: str, links: int):
     return rebuilt(links=links)
 
 
+def chain_start(kind: str, links: int, B: int) -> jax.Array:
+    """B starting positions of the chain of `kind`, from rest-like random angles."""
+    th = np.random.default_rng(0).uniform(-0.5, 0.5, (B, links))
+    if kind != "cartesian":
+        return jnp.asarray(th)
+    x, y = np.cumsum(np.sin(th), 1), -np.cumsum(np.cos(th), 1)
+    return jnp.asarray(np.stack([x, y], -1).reshape(B, 2 * links))
+
+
+def default_case(lib, kind: str, links: int, batched: bool):
+    """The chain at every default (Dopri8, adaptive, rtol = atol = 1e-12 in float64)
+    over t in [0, 1]: `jax.vmap` over min(1024, 8192 / N) starts, or one start (its
+    `simulate` call, compiled by `simulate` itself); per batch or per run."""
+    system = chain_system(lib, kind, links)
+    ts = jnp.array([0.0, 1.0])
+    one = lambda a, b: lib.simulate(system, a, b, ts).q[-1]
+    q0 = chain_start(kind, links, min(1024, 8192 // links) if batched else 1)
+    if batched:
+        return jax.vmap(one), (q0, jnp.zeros_like(q0)), 1
+    return one, (q0[0], jnp.zeros_like(q0[0])), 1, True
+
+
 def chain_case(lib, kind: str, links: int, steps: int):
     """(program, arguments, work units per call) of a chain case on `lib`."""
     system = chain_system(lib, kind, links)
     B = min(1024, 8192 // links)
-    rng = np.random.default_rng(0)
-    th = rng.uniform(-0.5, 0.5, (B, links))
-    if kind == "cartesian":
-        x, y = np.cumsum(np.sin(th), 1), -np.cumsum(np.cos(th), 1)
-        q0 = np.stack([x, y], -1).reshape(B, 2 * links)
-    else:
-        q0 = th
+    q0 = chain_start(kind, links, B)
     ts = jnp.array([0.0, 1e-3 * steps])
     rk4 = dict(solver=lib.RK4(), stepsize_controller=diffrax.ConstantStepSize(), dt0=1e-3)
     one = lambda a, b: lib.simulate(system, a, b, ts, max_steps=steps + 10, **rk4).q[-1]
-    return jax.vmap(one), (jnp.asarray(q0), jnp.zeros_like(jnp.asarray(q0))), B * steps
+    return jax.vmap(one), (q0, jnp.zeros_like(q0)), B * steps
 
 
 def balls_case(lib, _steps: int):
@@ -147,19 +166,32 @@ def case(lib, name: str, steps: int):
         return balls_case(lib, steps)
     if name == "friction":
         return friction_case(lib, steps)
-    m = re.fullmatch(r"(angles|mass|cartesian)(\d+)", name)
+    m = re.fullmatch(r"(default-|single-)?(angles|mass|cartesian)(\d+)", name)
     if m is None:
         raise ValueError(
-            f"unknown case {name!r}: angles<N>, mass<N>, cartesian<N>, balls or friction."
+            f"unknown case {name!r}: [default-|single-]angles<N>, mass<N> or cartesian<N>, "
+            "balls or friction."
         )
-    return chain_case(lib, m.group(1), int(m.group(2)), steps)
+    if m.group(1) is not None:
+        return default_case(lib, m.group(2), int(m.group(3)), m.group(1) == "default-")
+    return chain_case(lib, m.group(2), int(m.group(3)), steps)
 
 
-def compile_seconds(fn, args) -> float:
+def compile_seconds(fn, args, own: bool = False) -> float:
+    """Seconds to compile `fn` under `jax.jit`; with `own`, to trace, compile and run a
+    first call of `fn` itself (a `simulate` call, which compiles its own program)."""
     jax.clear_caches()
     t0 = time.perf_counter()
-    jax.jit(fn).lower(*args).compile()
+    if own:
+        jax.block_until_ready(fn(*args))
+    else:
+        jax.jit(fn).lower(*args).compile()
     return time.perf_counter() - t0
+
+
+def program(fn, args, own: bool = False):
+    """`fn` compiled for `args` (with `own`, `fn` itself: it compiles on its first call)."""
+    return fn if own else jax.jit(fn).lower(*args).compile()
 
 
 def _order(libs: dict, i: int) -> list[str]:
@@ -173,8 +205,8 @@ def compare(libs: dict, name: str, steps: int, rounds: int, compile_rounds: int)
     compiles: dict[str, list[float]] = {k: [] for k in libs}
     for i in range(compile_rounds):
         for k in _order(libs, i):
-            compiles[k].append(compile_seconds(*built[k][:2]))
-    programs = {k: jax.jit(fn).lower(*args).compile() for k, (fn, args, _) in built.items()}
+            compiles[k].append(compile_seconds(*built[k][:2], *built[k][3:]))
+    programs = {k: program(b[0], b[1], *b[3:]) for k, b in built.items()}
     outputs = {k: np.asarray(jax.block_until_ready(p(*built[k][1]))) for k, p in programs.items()}
     runs: dict[str, list[float]] = {k: [] for k in libs}
     for i in range(rounds):

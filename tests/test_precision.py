@@ -35,7 +35,9 @@ def test_simulate_traces_every_product_at_full_precision(dtype):
     ts = jnp.linspace(0.0, 0.1, 3, dtype=dtype)
     run = lambda q, v: ukjax.simulate(chain, q, v, ts).q
     precisions = dot_precisions(jax.make_jaxpr(run)(q0, qd0).jaxpr)
-    assert len(precisions) >= 5, "the traced program should hold the UK solve's products"
+    # the vector field's products (one copy: the stages' loop evaluates the first stage
+    # too) and the per-step projection's
+    assert len(precisions) >= 3, "the traced program should hold the UK solve's products"
     assert all(highest(p) for p in precisions), precisions
     # and the user's own precision outside ukjax is left alone
     outside = dot_precisions(jax.make_jaxpr(lambda a: a @ a)(np.eye(2, dtype=dtype)).jaxpr)

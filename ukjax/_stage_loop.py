@@ -16,7 +16,11 @@ buffer in place and fuse with what follows. The step is otherwise
 last" method), the embedded error $\sum_j (b_j - \hat b_j)k_j$, the dense output
 $(y_0, y_1, k)$ with the saves formed once per step (:class:`ukjax._dense.PolynomialDense`
 where the weights are known), and $f(t_1, y_1)$ carried to the next step by a
-first-same-as-last method.
+first-same-as-last method. The first stage is evaluated in the same loop (its $Y_0 =
+y_0$: row 0 of $a$ is zeros), skipped where a first-same-as-last method carries it: the
+program holds one copy of the vector field, not a second one for the first stage (for a
+constrained system at the defaults that copy was a quarter of the program XLA compiles,
+`benchmarks/RESULTS.md`, stop 93).
 
 When it pays (`benchmarks/RESULTS.md`, sweep section, where the runs of diffrax's loop,
 :class:`ukjax.Unrolled` and this loop are compared): under `jax.vmap` a many-stage method
@@ -67,16 +71,29 @@ def unrollable(solver: diffrax.AbstractSolver) -> bool:
     )
 
 
-def _initial_stage(tableau, terms, t0, y0, args, solver_state, made_jump):
+def initial_stage(tableau, terms, t0, y0, args, solver_state, made_jump):
     """$f(t_0, y_0)$. A first-same-as-last method (diffrax's init gives such a method a
     state, and only such) carries it from the last step, except on the first step and
     after a jump (for a whole batch when one member needs it, as diffrax does, so that the
     branch stays a branch under vmap); any other method evaluates it."""
-    if not tableau.fsal:
+    fresh, carried = carried_stage(tableau, solver_state, made_jump)
+    if fresh is True:
         return terms.vf(t0, y0, args)
-    first, f0 = solver_state
-    fresh = eqxi.unvmap_any(first | made_jump)
-    return jax.lax.cond(fresh, lambda: terms.vf(t0, y0, args), lambda: f0)
+    return jax.lax.cond(fresh, lambda: terms.vf(t0, y0, args), lambda: carried)
+
+
+def carried_stage(tableau, solver_state, made_jump):
+    """(whether the first stage must be evaluated: True where that is known when tracing,
+    the first stage a first-same-as-last method carries from its last step or None):
+    evaluated on the first step and after a jump (always, for a caller that passes
+    `made_jump=True`, as the per-step projection does), for a whole batch when one member
+    needs it (see :func:`initial_stage`)."""
+    if not tableau.fsal:
+        return True, None
+    first, carried = solver_state
+    if made_jump is True:
+        return True, carried
+    return eqxi.unvmap_any(first | made_jump), carried
 
 
 class ExplicitStages(PolynomialOutput):
@@ -99,8 +116,10 @@ class ExplicitStages(PolynomialOutput):
             )
 
     @abc.abstractmethod
-    def stages(self, tableau, terms, t0, t1, y0, args, f0, control) -> tuple:
-        """(last $Y$, last $f$, the stages $k_j$ as a list, the same stacked or None)."""
+    def stages(self, tableau, terms, t0, t1, y0, args, solver_state, made_jump, control) -> tuple:
+        """(last $Y$, last $f$, the stages $k_j$ as a list, the same stacked or None), the
+        first stage carried by a first-same-as-last method unless `made_jump` or the
+        `solver_state` says it is the first step (:func:`carried_stage`)."""
         raise NotImplementedError
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
@@ -108,8 +127,9 @@ class ExplicitStages(PolynomialOutput):
             return self.inner.step(terms, t0, t1, y0, args, solver_state, made_jump)
         tableau = self.inner.tableau  # pyright: ignore[reportAttributeAccessIssue]
         control = terms.contr(t0, t1)
-        f0 = _initial_stage(tableau, terms, t0, y0, args, solver_state, made_jump)
-        y, f, ks, stacked = self.stages(tableau, terms, t0, t1, y0, args, f0, control)
+        y, f, ks, stacked = self.stages(
+            tableau, terms, t0, t1, y0, args, solver_state, made_jump, control
+        )
         y1 = y if tableau.ssal else combine(y0, tableau.b_sol, ks)
         y_error = combine(None, tableau.b_error, ks)
         if stacked is None:
@@ -151,20 +171,31 @@ class StageLoop(ExplicitStages):
         ukjax.StageLoop runs the stages of an explicit Runge-Kutta m
     """
 
-    def stages(self, tableau, terms, t0, t1, y0, args, f0, control):
+    def stages(self, tableau, terms, t0, t1, y0, args, solver_state, made_jump, control):
         s = tableau.num_stages
         a, c = _coefficients(tableau)
-        k0 = terms.prod(f0, control)
-        slots = jtu.tree_map(lambda k: jnp.zeros((s,) + k.shape, k.dtype).at[0].set(k), k0)
+        fresh, carried = carried_stage(tableau, solver_state, made_jump)
+        if carried is None:  # every stage evaluated, the first one too (not carried)
+            carried = jtu.tree_map(jnp.zeros_like, jax.eval_shape(terms.vf, t0, y0, args))
+        k = terms.prod(carried, control)
+        slots = jtu.tree_map(lambda k: jnp.zeros((s,) + k.shape, k.dtype), k)
+        times = jnp.asarray(c, jnp.result_type(t0))
 
         def stage(i, carry):
-            slots, _, _ = carry
+            # the first stage in the loop too (Y_0 = y_0: its row of a is zeros), so the
+            # program holds one copy of the vector field; a first-same-as-last method
+            # skips it where it carries f(t_0, y_0) from its last step
+            slots, f_last, _ = carry
             y = jtu.tree_map(lambda base, k: _row_sum(base, a, i, k), y0, slots)
-            f = terms.vf(t0 + jnp.asarray(c, jnp.result_type(t0))[i] * (t1 - t0), y, args)
+            evaluate = lambda: terms.vf(t0 + times[i] * (t1 - t0), y, args)
+            if fresh is True:
+                f = evaluate()
+            else:
+                f = jax.lax.cond((i > 0) | fresh, evaluate, lambda: f_last)
             k = terms.prod(f, control)
             return jtu.tree_map(lambda buf, ki: buf.at[i].set(ki), slots, k), f, y
 
-        slots, f, y = jax.lax.fori_loop(1, s, stage, (slots, f0, y0))
+        slots, f, y = jax.lax.fori_loop(0, s, stage, (slots, carried, y0))
         return y, f, [jtu.tree_map(lambda buf: buf[j], slots) for j in range(s)], slots
 
 

@@ -47,7 +47,7 @@ import diffrax
 
 from ._dense import PolynomialOutput, combine, polynomial_weights
 from ._integrators import default_solver
-from ._stage_loop import ExplicitStages, StageLoop, unrollable
+from ._stage_loop import ExplicitStages, StageLoop, initial_stage, unrollable
 
 
 SWEEP_STAGES = 7  # batches write out the stages of methods with at most this many, and
@@ -119,7 +119,8 @@ class Unrolled(ExplicitStages):
         5
     """
 
-    def stages(self, tableau, terms, t0, t1, y0, args, f0, control):
+    def stages(self, tableau, terms, t0, t1, y0, args, solver_state, made_jump, control):
+        f0 = initial_stage(tableau, terms, t0, y0, args, solver_state, made_jump)
         ks = [terms.prod(f0, control)]
         f, y = f0, y0
         for a, c in zip(tableau.a_lower, tableau.c):
