@@ -120,6 +120,18 @@ class FieldEvaluation(eqx.Module):
     tangential: jax.Array | None = None
 
 
+class StateInputs(eqx.Module):
+    """What the UK equation of a run with contacts takes from one state whichever contacts
+    are engaged: the system's own inputs `uk` (M, Q, the bilateral rows and the engaged
+    latches', C), the contact quantities `cs`, the contact law's target normal
+    accelerations `target` and, with friction, the tangential state `fs`."""
+
+    uk: UKInputs
+    cs: ContactState
+    target: jax.Array
+    fs: FrictionState | None = None
+
+
 class Field(eqx.Module):
     r"""$(q, \dot q) \mapsto (\dot q, \ddot q)$ with the UK acceleration (module docstring).
 
@@ -149,31 +161,49 @@ class Field(eqx.Module):
     def evaluate(self, t, y, mode: Mode | None = None) -> FieldEvaluation:
         """The UK equation at (t, y): the system's own rows only in a smooth run, with the
         engaged contacts' rows and their friction in `mode` otherwise."""
-        system, (q, qd) = self.system.with_uk_solver(self.uk_solver), y
         if self.contact is None:
+            system, (q, qd) = self.system.with_uk_solver(self.uk_solver), y
             return FieldEvaluation(evaluate(system, t, q, qd, self.stabilization, self.uk_solver))
         assert mode is not None, "a run with contacts evaluates its field in a mode"
+        return self.evaluate_at(self.state_inputs(t, y, mode.latched), mode)
+
+    def state_inputs(self, t, y, latched=None) -> StateInputs:
+        """What the UK equation of a run with contacts takes from the state (t, y) alone,
+        whichever contacts are engaged (:class:`StateInputs`), the `latched` latches'
+        rows among the bilateral ones."""
+        system, (q, qd) = self.system.with_uk_solver(self.uk_solver), y
+        assert self.contact is not None
         M, Q = mass_and_force(system, t, q, qd)
         A, b = rows(system, t, q, qd, self.stabilization)
-        if mode.latched is not None:  # the engaged latches' rows join the bilateral ones
-            A_l, b_l = acceleration_rows(latch_state(system, t, q, qd), mode.latched)
+        if latched is not None:  # the engaged latches' rows join the bilateral ones
+            A_l, b_l = acceleration_rows(latch_state(system, t, q, qd), latched)
             A, b = jnp.concatenate([A, A_l]), jnp.concatenate([b, b_l])
         cs = contact_state(system, t, q, qd)
         target = self.contact.target_acceleration(cs.g, cs.gd)
-        A_c = jnp.where(mode.engaged[:, None], cs.G, 0.0)
-        b_c = jnp.where(mode.engaged, target - cs.gdd0, 0.0)
-        m_bilateral = A.shape[0]
-        A, b = jnp.concatenate([A, A_c]), jnp.concatenate([b, b_c])
         C = nonideal_force(system, t, q, qd)
+        fs = None if self.friction is None else friction_state(system, t, q, qd, cs.g.shape[0])
+        return StateInputs(UKInputs(t, q, qd, M, Q, A, b, C), cs, target, fs)
+
+    def evaluate_at(self, inputs: StateInputs, mode: Mode) -> FieldEvaluation:
+        """The UK equation in `mode` from the state's inputs (:meth:`state_inputs`, formed
+        with `mode.latched`): a complementarity oracle forms them once for all its trial
+        modes."""
+        system = self.system.with_uk_solver(self.uk_solver)
+        i, cs = inputs.uk, inputs.cs
+        A_c = jnp.where(mode.engaged[:, None], cs.G, 0.0)
+        b_c = jnp.where(mode.engaged, inputs.target - cs.gdd0, 0.0)
+        m_bilateral = i.A.shape[0]
+        A, b = jnp.concatenate([i.A, A_c]), jnp.concatenate([i.b, b_c])
         if self.friction is None:
-            ev = evaluate_rows(system, UKInputs(t, q, qd, M, Q, A, b, C), self.uk_solver)
-            return FieldEvaluation(ev, cs, m_bilateral)
-        fs = friction_state(system, t, q, qd, cs.g.shape[0])
-        solve = row_solve(system, M, self.uk_solver)
-        fr = self.friction.solve(solve, Q, A, b, C, fs, mode.engaged, mode.sliding)
-        infeasibility = system_infeasibility(system, t, q, qd)
-        inputs = UKInputs(t, q, qd, M, Q, fr.A, fr.b, fr.C)
-        ev = Evaluation(inputs, fr.terms, infeasibility, symmetric_mass(system))
+            uk = UKInputs(i.t, i.q, i.qd, i.M, i.Q, A, b, i.C)
+            return FieldEvaluation(evaluate_rows(system, uk, self.uk_solver), cs, m_bilateral)
+        fs = inputs.fs
+        assert fs is not None
+        solve = row_solve(system, i.M, self.uk_solver)
+        fr = self.friction.solve(solve, i.Q, A, b, i.C, fs, mode.engaged, mode.sliding)
+        infeasibility = system_infeasibility(system, i.t, i.q, i.qd)
+        uk = UKInputs(i.t, i.q, i.qd, i.M, i.Q, fr.A, fr.b, fr.C)
+        ev = Evaluation(uk, fr.terms, infeasibility, symmetric_mass(system))
         return FieldEvaluation(ev, cs, m_bilateral, fs, fr.normal, fr.tangential)
 
     def forces(self, fe: FieldEvaluation) -> jax.Array:

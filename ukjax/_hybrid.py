@@ -49,10 +49,11 @@ from ._constraints import rows
 from ._contact import AbstractContact
 from ._dissipative_impact import DissipativeImpact, dissipative_impact
 from ._driver import AbstractDriver, refuse_initial
-from ._dynamics import mass_and_force, mass_matrix, row_solve
+from ._dynamics import RowSolve, mass_and_force, mass_matrix, row_solve
 from ._events import EventKind, EventLog, Switched, entry_at
 from ._field import ContactState, Field, Mode, contact_state, gap_function
 from ._friction import (
+    FrictionState,
     friction_state,
     invalid_coefficients,
     is_sliding,
@@ -88,34 +89,59 @@ class _Carry(eqx.Module):
     steps: jax.Array
 
 
+class _ImpulseRows(eqx.Module):
+    r"""What every impulsive jump from one state shares, whichever contacts take part:
+    the bilateral velocity rows $J\dot q = c$ (the engaged latches' with them), the UK
+    solve of the mass matrix there, the contact quantities and, where the system declares
+    friction, the tangential state (its rate set to hold the slip: $T\Delta\dot q =
+    -T\dot q^-$)."""
+
+    J: jax.Array
+    c: jax.Array
+    solve: RowSolve
+    cs: ContactState
+    fs: FrictionState | None
+
+
 class _Motion:
     """The run at an event as a contact or friction law sees it
     (:class:`ukjax._events.EventMotion`): the state (t, q, qd) before the event, with the
-    contact quantities `cs` there, and the driver's projections and forces."""
+    contact quantities `cs` there, and the driver's projections and forces. The jumps'
+    shared rows (:class:`_ImpulseRows`) are formed once, at the first jump or impact, for
+    all of them (the complementarity oracle's trials included)."""
 
-    def __init__(self, run: EventDriver, t, q, qd, cs: ContactState, latched=None):
+    def __init__(
+        self, run: EventDriver, t, q, qd, cs: ContactState, latched=None, impulse_rows=None
+    ):
         self.run, self.t, self.q, self.qd, self.cs = run, t, q, qd, cs
         self.latched = latched  # the engaged latches (None: the system declares none)
+        self._impulse_rows = impulse_rows
+
+    def impulse_rows(self) -> _ImpulseRows:
+        """The rows every jump from this state shares (formed on the first call)."""
+        if self._impulse_rows is None:
+            self._impulse_rows = self.run.impulse_rows(self.t, self.q, self.qd, self.latched)
+        return self._impulse_rows
 
     def jump(self, rows_on, gd_target):
         r"""(velocity, normal impulses, tangential impulses) of the impulsive jump of `qd`
         with the contacts in `rows_on` given the normal speeds `gd_target` ($\dot g_i^+$),
         every bilateral constraint kept, and the friction law's impulses where the system
         declares friction."""
-        return self.run.impulsive(self.t, self.q, self.qd, rows_on, gd_target, self.latched)
+        return self.run.impulsive(self.qd, rows_on, gd_target, self.impulse_rows())
 
     def normal_speed(self, qd):
         cs = self.cs
         return cs.G @ qd + (cs.gd - cs.G @ self.qd)
 
     def impact(self, candidates, gd_target):
+        self.impulse_rows()  # formed here, so that the trials share them with the jumps
         fixed = _stopped(self)
         target = jax.lax.stop_gradient(gd_target)
+        shared = fixed.impulse_rows()  # outside the pivoting loop: each trial only solves
 
         def oracle(active):
-            qd, impulses, _ = fixed.run.impulsive(
-                fixed.t, fixed.q, fixed.qd, active, target, fixed.latched
-            )
+            qd, impulses, _ = fixed.run.impulsive(fixed.qd, active, target, shared)
             return impulses, fixed.normal_speed(qd) - target
 
         k = candidates.shape[0]
@@ -133,15 +159,18 @@ class _Motion:
             return None
         t, q, latched = self.t, self.q, self.latched
         args = (t, q, self.qd, self.cs, candidates, gd_target, qd, resting, impulsive, latched)
-        return _when(needed, lambda: run.dissipative(*args))
+        shared = self.impulse_rows()  # the jumps' rows, formed outside the branch
+        return _when(needed, lambda: run.dissipative(*args, shared=shared))
 
     def supporting(self, qd, candidates, sliding):
         fixed, field = _stopped(self), self.run.field
         qd_fixed = jax.lax.stop_gradient(qd)
+        # the state's inputs outside the pivoting loop: each trial only solves
+        inputs = fixed.run.field.state_inputs(fixed.t, (fixed.q, qd_fixed), fixed.latched)
 
         def oracle(active):
             mode = Mode(active, jnp.where(active[:, None], sliding, 0.0), fixed.latched)
-            fe = fixed.run.field.evaluate(fixed.t, (fixed.q, qd_fixed), mode)
+            fe = fixed.run.field.evaluate_at(inputs, mode)
             cs = fe.cs
             assert cs is not None and field.contact is not None
             gdd = cs.G @ fe.ev.terms.qdd + cs.gdd0
@@ -191,12 +220,12 @@ def _when(needed, compute):
 
 def _stopped(motion: _Motion) -> _Motion:
     """The same motion with no derivative flowing through it: the discrete choices of a
-    complementarity problem are made on its values."""
+    complementarity problem are made on its values (its jumps' rows, where formed, too)."""
     stop = lambda x: jax.lax.stop_gradient(x) if eqx.is_inexact_array(x) else x
-    run, t, q, qd, cs = jax.tree_util.tree_map(
-        stop, (motion.run, motion.t, motion.q, motion.qd, motion.cs)
+    run, t, q, qd, cs, shared = jax.tree_util.tree_map(
+        stop, (motion.run, motion.t, motion.q, motion.qd, motion.cs, motion._impulse_rows)
     )
-    return _Motion(run, t, q, qd, cs, motion.latched)
+    return _Motion(run, t, q, qd, cs, motion.latched, shared)
 
 
 class _TimeBisection(optx.Bisection):
@@ -554,28 +583,37 @@ class EventDriver(AbstractDriver):
         R, c = jnp.concatenate(rows_), jnp.concatenate(targets)
         return qd + solve(R, jnp.zeros_like(qd), c - R @ qd).qdd
 
+    def impulse_rows(self, t, q, qd, latched=None) -> _ImpulseRows:
+        """The rows every impulsive jump from (t, q, qd) shares (:class:`_ImpulseRows`)."""
+        _, J, c, solve = self._velocity_rows(t, q, qd, latched)
+        cs = contact_state(self.field.system, t, q, qd)
+        fs = None
+        if self.field.friction is not None:
+            fs = friction_state(self.field.system, t, q, qd, cs.g.shape[0])
+            fs = eqx.tree_at(lambda f: f.Tdqd, fs, fs.vt)  # stick: T dqd = -T qd-
+        return _ImpulseRows(J, c, solve, cs, fs)
+
     def impulsive(
-        self, t, q, qd, active, gd_target, latched=None
+        self, qd, active, gd_target, shared: _ImpulseRows
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
         r"""(velocity after, normal impulses (k,), > 0 pushing, friction impulses (k,): along
-        the tangent row for d = 1, their magnitude for d = 2) of an impact on the `active`
-        contacts with post-impact normal speeds `gd_target`: the UK equation for the jump
-        with no force, the bilateral rows kept, and the friction law's impulses
+        the tangent row for d = 1, their magnitude for d = 2) of an impact from `qd` on the
+        `active` contacts with post-impact normal speeds `gd_target`: the UK equation for
+        the jump with no force, the bilateral rows kept, and the friction law's impulses
         (:meth:`ukjax.AbstractFriction.impulse`) where the system declares friction; the
-        `latched` latches' rows are kept like the bilateral ones."""
-        _, J, c, solve = self._velocity_rows(t, q, qd, latched)
-        cs, k = contact_state(self.field.system, t, q, qd), active.shape[0]
+        engaged latches' rows are kept like the bilateral ones (`shared`: the state's
+        rows, :meth:`impulse_rows`)."""
+        J, c, solve, cs, k = shared.J, shared.c, shared.solve, shared.cs, active.shape[0]
         A = jnp.concatenate([J, jnp.where(active[:, None], cs.G, 0.0)])
         b = jnp.concatenate([c - J @ qd, jnp.where(active, gd_target - cs.gd, 0.0)])
         m = J.shape[0]
-        if self.field.friction is None:
+        if shared.fs is None:
             terms = solve(A, jnp.zeros_like(qd), b)
             normal = multipliers(A, terms, None, self.field.uk_solver.kernels)[m : m + k]
             return qd + terms.qdd, normal, jnp.zeros_like(normal)
-        fs = friction_state(self.field.system, t, q, qd, k)
-        fs = eqx.tree_at(lambda f: f.Tdqd, fs, fs.vt)  # stick: T dqd = -T qd-
-        fr = self.field.friction.impulse(solve, A, b, fs, active)
-        d = fs.T.shape[1]
+        assert self.field.friction is not None
+        fr = self.field.friction.impulse(solve, A, b, shared.fs, active)
+        d = shared.fs.T.shape[1]
         tangential = fr.tangential[:, 0] if d == 1 else norm(fr.tangential)
         return qd + fr.terms.qdd, fr.normal, tangential
 
@@ -591,6 +629,7 @@ class EventDriver(AbstractDriver):
         resting,
         impulsive,
         latched=None,
+        shared: _ImpulseRows | None = None,
     ) -> DissipativeImpact:
         r"""The problem of maximal dissipation
         (:func:`ukjax._dissipative_impact.dissipative_impact`), every bilateral row and the
@@ -602,10 +641,12 @@ class EventDriver(AbstractDriver):
         pyramid with maximal dissipation of the tangential acceleration; not solved where a
         resting contact slides: its kinetic force is fixed, and Painlevé's paradox has no
         consistent force). One trace of the problem serves both (the level is chosen by
-        value)."""
+        value). `shared`: the rows of the jumps from (t, q, qd) (:meth:`impulse_rows`),
+        formed here where not given."""
         field, k = self.field, candidates.shape[0]
         system = field.system
-        _, J, c, solve = self._velocity_rows(t, q, qd, latched)
+        shared = self.impulse_rows(t, q, qd, latched) if shared is None else shared
+        J, c, solve = shared.J, shared.c, shared.solve
         # the resting level: the acceleration under the bilateral rows alone, at qd_after
         _, Q = mass_and_force(system, t, q, qd_after)
         A, b = rows(system, t, q, qd_after, field.stabilization)
