@@ -30,6 +30,10 @@ defaults except the method and step, which make the work comparable):
 - `balls`: 1024 bouncing balls (`ukjax.systems.BouncingBall`, `Impact(0.8)`,
   `throw=False`, 201 saves on [0, 2] s, heights spread over [0.5, 2] m), the batch of
   issue 44 item 3; the time is per batch.
+- `cartpole`: an MJCF cart-pole whose cart runs into its slider's limits (`CART_POLE`,
+  `from_mjcf(..., contacts=False)`), one run at every default over [0, 2] s with 21
+  saves: a robot model's joint limits make it a hybrid run; the program `simulate`
+  compiles, per run.
 - `friction`: 1024 balls sliding and spinning on a rough table
   (`ukjax.systems.BallsOnTable(count=1, mu_static=0.3, mu_kinetic=0.2)`, `Coulomb()`,
   `throw=False`, 11 saves on [0, 0.8] s, the seeded velocities of `tests/
@@ -161,16 +165,37 @@ def friction_case(lib, _steps: int):
     return jax.vmap(one), (q0, qd0), 1
 
 
+CART_POLE = """<mujoco model="cart-pole"><worldbody>
+  <body name="cart" pos="0 0 1">
+    <joint name="slider" type="slide" axis="1 0 0" limited="true" range="-0.5 0.5"/>
+    <geom type="box" size="0.2 0.15 0.1" mass="1"/>
+    <body name="pole"><joint name="hinge" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0 0 1" size="0.045" mass="0.1"/></body>
+  </body></worldbody></mujoco>"""
+
+
+def cartpole_case(lib, _steps: int):
+    """An MJCF cart-pole (DeepMind-control style) whose cart runs into its slider's
+    limits: one run at every default over [0, 2] s, 21 saves (a hybrid run: a joint
+    limit is a unilateral constraint); the program `simulate` compiles, per run."""
+    model = lib.from_mjcf(CART_POLE, contacts=False)
+    q0, qd0 = model.initial_state(qpos=jnp.array([0.0, 0.3]), qvel=jnp.array([1.5, 0.0]))
+    ts = jnp.linspace(0.0, 2.0, 21)
+    return (lambda q, qd: lib.simulate(model, q, qd, ts).q), (q0, qd0), 1, True
+
+
 def case(lib, name: str, steps: int):
     if name == "balls":
         return balls_case(lib, steps)
     if name == "friction":
         return friction_case(lib, steps)
+    if name == "cartpole":
+        return cartpole_case(lib, steps)
     m = re.fullmatch(r"(default-|single-)?(angles|mass|cartesian)(\d+)", name)
     if m is None:
         raise ValueError(
             f"unknown case {name!r}: [default-|single-]angles<N>, mass<N> or cartesian<N>, "
-            "balls or friction."
+            "balls, cartpole or friction."
         )
     if m.group(1) is not None:
         return default_case(lib, m.group(2), int(m.group(3)), m.group(1) == "default-")

@@ -1,7 +1,8 @@
 """Where the structured UK solve pays: a user-written N-link chain at the defaults (adaptive
 `Dopri8`, rtol = atol = 1e-12, the default projection after every step) with the sparsity
 found from the program (the default from n = 16 coordinates,
-`ukjax._kernel_strategies.STRUCTURED_MIN_N`) against the same run kept dense
+`ukjax._kernel_strategies.STRUCTURED_MIN_N`, and from 4 to 8 where it pays against the
+written-out dense solve) against the same run kept dense
 (`AutoKernels(min_structured=None)` for the UK solve and for the projection), for one
 trajectory and for `jax.jit(jax.vmap(simulate))` of a batch; scipy `solve_ivp(DOP853,
 rtol = atol = 1e-12)` on the chain's minimal-coordinate equations (one trajectory, times

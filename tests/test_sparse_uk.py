@@ -17,7 +17,7 @@ import ukjax
 from ukjax._dynamics import _structure, evaluate
 from ukjax._structure import color_columns, multiply_adds
 from ukjax._uk import default_consistency_tol
-from ukjax.systems import Bricard, FourBarLinkage, PlanarChain
+from ukjax.systems import Bricard, FourBarLinkage, NFourBar, PlanarChain
 
 
 jax.config.update("jax_enable_x64", True)
@@ -170,11 +170,16 @@ def test_auto_kernels_choose_structure_by_size_and_work():
     q16, _ = _state(8)
     structure = _structure(PlanarChain.uniform(8), q16, auto)
     assert structure is not None and multiply_adds(structure) < 200  # O(n): 133
+    # n = 4 to 8, where the dense solve is written out too: 2.5x less work is enough
     q8, _ = _state(4)
-    assert _structure(PlanarChain.uniform(4), q8, auto) is None  # n = 8: below the size
-    small = ukjax.Regularized(kernels=ukjax.AutoKernels(min_structured=6))
-    assert _structure(PlanarChain.uniform(4), q8, small) is None  # 9x less work: not enough
-    assert _structure(PlanarChain.uniform(4), q8, STRUCTURED) is not None  # asked for
+    assert _structure(PlanarChain.uniform(4), q8, auto) is not None  # 9x less work
+    nfb = NFourBar()
+    assert _structure(nfb, nfb.initial_state()[0], auto) is None  # 1.6x: kept dense
+    q12, _ = _state(6)
+    assert _structure(PlanarChain.uniform(6), q12, auto) is None  # n = 12: LAPACK's, below 16
+    low = ukjax.Regularized(kernels=ukjax.AutoKernels(min_structured=12))
+    assert _structure(PlanarChain.uniform(6), q12, low) is not None  # 20x less work
+    assert _structure(nfb, nfb.initial_state()[0], STRUCTURED) is not None  # asked for
     off = ukjax.Regularized(kernels=ukjax.AutoKernels(min_structured=None))
     assert _structure(PlanarChain.uniform(8), q16, off) is None
     # A loop of redundant rows whose Gram matrix fills in: 8x less work only, kept dense.

@@ -12,8 +12,10 @@ are solved (:meth:`AbstractKernels.column_multipliers`).
 
 A third way, for large sparse systems, works on structural non-zeros only
 (:mod:`ukjax._structure`): :class:`AutoKernels` takes it from :data:`STRUCTURED_MIN_N`
-coordinates where it is :data:`WORTHWHILE_RATIO` times less work, :class:`StructuredKernels`
-whenever it is less work.
+coordinates where it is :data:`WORTHWHILE_RATIO` times less work than a LAPACK solve, and
+for systems small enough for the written-out dense solve (from
+:data:`SMALL_STRUCTURED_MIN_N` coordinates) where it is :data:`SMALL_RATIO` times less,
+:class:`StructuredKernels` whenever it is less work.
 """
 
 from __future__ import annotations
@@ -25,22 +27,51 @@ import jax
 
 from ._kernels import LAPACK, UNROLL_MAX_N, UNROLLED, DenseOps
 from ._linalg import pinv_solve, row_multipliers
+from ._structure import dense_cost
 
 
 STRUCTURED_MIN_N = 16
 """Smallest number of coordinates for which :class:`AutoKernels` finds the sparsity of M and
 of the constraint Jacobians from the system's program (:mod:`ukjax._structure`) and, where
-it is sparse enough, solves on the structural non-zeros. Chosen by `benchmarks/structure.py`
-on a user-written chain (figures in `benchmarks/RESULTS.md`, structure section): faster
-batched from this size, slower for a single trajectory.
-`AutoKernels(min_structured=None)` or :class:`LapackKernels` turn it off."""
+it is sparse enough (:data:`WORTHWHILE_RATIO`), solves on the structural non-zeros instead
+of LAPACK's dense solve. Chosen by `benchmarks/structure.py` on a user-written chain
+(figures in `benchmarks/RESULTS.md`, structure section): faster batched from this size,
+slower for a single trajectory. Below it, systems small enough for the written-out dense
+solve take the structured one from :data:`SMALL_STRUCTURED_MIN_N` coordinates
+(:data:`SMALL_RATIO`). `AutoKernels(min_structured=None)` or :class:`LapackKernels` turn
+both off."""
+
+
+SMALL_STRUCTURED_MIN_N = 4
+"""Smallest number of coordinates for which :class:`AutoKernels` compares the structured
+solve with the written-out dense one (:data:`SMALL_RATIO`; up to its `max_unrolled`
+coordinates): a 2-link chain in Cartesian coordinates has 4."""
 
 
 WORTHWHILE_RATIO = 20.0
 """How many times fewer multiply-adds than the dense solve the structured one must do for
-:class:`AutoKernels` to use it: a chain of n = 16 (35x fewer) takes it, the Bricard
-mechanism (24 redundant rows closing a loop, whose Gram matrix fills in: 8x fewer) does
-not; their timings are in `benchmarks/RESULTS.md` (structure section)."""
+:class:`AutoKernels` to use it where the dense solve is LAPACK's (more than
+:data:`ukjax._kernels.UNROLL_MAX_N` coordinates or rows): a chain of n = 16 (35x fewer)
+takes it, the Bricard mechanism (24 redundant rows closing a loop, whose Gram matrix fills
+in: 8x fewer) does not. Batched, the structured straight-line code beats per-trajectory
+LAPACK calls; alone, one trajectory runs 1.3-1.5x slower and compiles longer; the timings
+are in `benchmarks/RESULTS.md` (structure section)."""
+
+
+SMALL_RATIO = 2.5
+"""The ratio of :data:`WORTHWHILE_RATIO` where the dense solve is written out too (unrolled
+kernels: at most :data:`ukjax._kernels.UNROLL_MAX_N` coordinates and rows, at most
+:data:`SMALL_DENSE` multiply-adds): both are then straight-line programs, and the one with
+fewer multiply-adds is the shorter program and the faster run. Batches of user-written
+chains in Cartesian coordinates ran 1.5x (2 links, 2.9x fewer) and 3.5x faster (4 links,
+9.4x fewer), single trajectories as fast and 1.2x faster; the mechanisms with 1.6-2x fewer
+(the N-four-bar, the double rod, the Appell-Hamel wheel) ran 1.4-1.6x faster batched but
+compiled up to 35 % longer, and stay dense (`benchmarks/RESULTS.md`, stop 96)."""
+
+
+SMALL_DENSE = dense_cost(UNROLL_MAX_N, UNROLL_MAX_N)
+"""The dense multiply-adds of n = m = 8 (1,365): below them the unrolled kernels write the dense
+solve out."""
 
 
 class AbstractKernels(eqx.Module):
@@ -133,7 +164,9 @@ class AutoKernels(AbstractKernels):
     from `min_structured` coordinates (default :data:`STRUCTURED_MIN_N`, None: never) the
     UK solve and the projection work on the structural non-zeros of M and of the constraint
     Jacobians, found from the system's program (:mod:`ukjax._structure`), when that is at
-    least :data:`WORTHWHILE_RATIO` times fewer multiply-adds than the dense solve.
+    least :data:`WORTHWHILE_RATIO` times fewer multiply-adds than the dense solve; from
+    :data:`SMALL_STRUCTURED_MIN_N` to `max_unrolled` coordinates, where the dense solve is
+    written out too, at least :data:`SMALL_RATIO` times fewer.
 
     The threshold 8 was measured by `benchmarks/kernels.py` on a 2-core CPU. The code
     that a hybrid run executes once per step or per event (:meth:`at_events`: event values,
@@ -171,10 +204,14 @@ class AutoKernels(AbstractKernels):
         return self.dense(A.shape[1]).column_multipliers(A, F)
 
     def structured(self, n: int) -> bool:
-        return self.min_structured is not None and n >= self.min_structured
+        if self.min_structured is None:
+            return False
+        written_out = SMALL_STRUCTURED_MIN_N <= n <= self.max_unrolled
+        return n >= self.min_structured or written_out
 
     def structure_pays(self, dense: float, structured: float) -> bool:
-        return dense >= WORTHWHILE_RATIO * max(structured, 1.0)
+        ratio = SMALL_RATIO if dense < SMALL_DENSE else WORTHWHILE_RATIO
+        return dense >= ratio * max(structured, 1.0)
 
     def at_events(self) -> AutoKernels:
         return AutoKernels(

@@ -176,7 +176,8 @@ def _cumulative(kind):
     return rule
 
 
-_UNARY_STRUCTURAL: MappingProxyType[str, Callable] = MappingProxyType(
+# data movement: the same NumPy operation on a mask and on a known value
+_MOVEMENT: MappingProxyType[str, Callable] = MappingProxyType(
     {
         "broadcast_in_dim": _broadcast_in_dim,
         "reshape": lambda m, p: m.reshape(p["new_sizes"]),
@@ -185,6 +186,11 @@ _UNARY_STRUCTURAL: MappingProxyType[str, Callable] = MappingProxyType(
         "expand_dims": lambda m, p: np.expand_dims(m, tuple(p["dimensions"])),
         "rev": lambda m, p: np.flip(m, tuple(p["dimensions"])),
         "slice": _slice,
+    }
+)
+_UNARY_STRUCTURAL: MappingProxyType[str, Callable] = MappingProxyType(
+    {
+        **_MOVEMENT,
         "reduce_sum": _reduce(np.any),
         "reduce_max": _reduce(np.any),
         "reduce_min": _reduce(np.any),
@@ -267,10 +273,77 @@ def _read(env: dict, v) -> Value:
     return env[v]
 
 
+def _iota(params) -> np.ndarray:
+    shape, dim = params["shape"], params["dimension"]
+    view = [1] * len(shape)
+    view[dim] = shape[dim]
+    values = np.arange(shape[dim], dtype=params["dtype"]).reshape(view)
+    return np.broadcast_to(values, shape)
+
+
+def _convert(x: np.ndarray, params) -> np.ndarray | None:
+    target = np.dtype(params["new_dtype"])
+    if np.issubdtype(x.dtype, np.inexact) and not np.issubdtype(target, np.inexact):
+        return None  # float to integer: XLA's rounding and saturation, left to XLA
+    return x.astype(target)
+
+
+def _select_n(pred, *cases):
+    return np.choose(pred.astype(np.int64), np.broadcast_arrays(*cases))
+
+
+# Known values computed with NumPy where NumPy computes exactly what XLA does (integer and
+# boolean arithmetic, IEEE sums and products of operands of one dtype, data movement):
+# binding the primitive instead compiles an XLA program per primitive and shape, tens of
+# milliseconds each at a process's first call (the identity matrices of a model's M).
+_NUMPY: MappingProxyType[str, Callable] = MappingProxyType(
+    {
+        "add": np.add, "add_any": np.add, "sub": np.subtract, "mul": np.multiply,
+        "neg": np.negative, "max": np.maximum, "min": np.minimum,
+        "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+        "gt": np.greater, "ge": np.greater_equal, "and": np.bitwise_and,
+        "or": np.bitwise_or, "not": np.invert, "select_n": _select_n,
+    }
+)  # fmt: skip
+_NUMPY_PARAMS: MappingProxyType[str, Callable] = MappingProxyType(
+    {**_MOVEMENT, "convert_element_type": _convert}
+)
+
+
+def _numpy_known(eqn, ins: list[Known]) -> list[Value] | None:
+    """The equation evaluated with NumPy (:data:`_NUMPY`), or None where it is not."""
+    name, params, values = eqn.primitive.name, eqn.params, [x.value for x in ins]
+    dtypes = {v.dtype for v in values[1:] if name == "select_n"} or {v.dtype for v in values}
+    if name in _NUMPY and len(dtypes) <= 1:
+        out = _NUMPY[name](*values)
+    elif name in _NUMPY_PARAMS and len(values) == 1:
+        out = _NUMPY_PARAMS[name](values[0], params)
+    elif name == "iota":
+        out = _iota(params)
+    elif name == "concatenate" and len(dtypes) == 1:
+        out = np.concatenate(values, axis=params["dimension"])
+    elif name == "split":
+        cuts = np.cumsum(params["sizes"])[:-1]
+        return [Known(p) for p in np.split(values[0], cuts, axis=params["axis"])]
+    else:
+        return None
+    if out is None:
+        return None
+    aval = eqn.outvars[0].aval
+    out = np.asarray(out)
+    if out.shape != aval.shape or out.dtype != aval.dtype:
+        return None  # not what the primitive gives: let XLA evaluate it
+    return [Known(out)]
+
+
 def _evaluate_known(eqn, ins: list[Known]) -> list[Value] | None:
-    """Evaluate an equation all of whose operands are known (None if it cannot be)."""
+    """Evaluate an equation all of whose operands are known (None if it cannot be): with
+    NumPy where it computes exactly the same (:func:`_numpy_known`), else by binding it."""
     if eqn.effects:
         return None
+    fast = _numpy_known(eqn, ins)
+    if fast is not None:
+        return fast
     try:
         with jax.ensure_compile_time_eval():
             out = eqn.primitive.bind(*[x.value for x in ins], **eqn.params)

@@ -164,8 +164,13 @@ def rows_structure(n: int, mass: np.ndarray, rows: np.ndarray) -> Structure:
 
 
 def dense_multiply_adds(structure: Structure) -> float:
-    """The dense factorisations' multiply-adds, $n^3/3 + mn^2 + nm^2 + m^3/3$."""
-    n, m = structure.n, structure.m
+    """The dense factorisations' multiply-adds (:func:`dense_cost`)."""
+    return dense_cost(structure.n, structure.m)
+
+
+def dense_cost(n: int, m: int) -> float:
+    """The dense factorisations' multiply-adds for n coordinates and m rows,
+    $n^3/3 + mn^2 + nm^2 + m^3/3$."""
     return n**3 / 3 + m * n * n + n * m * m + m**3 / 3
 
 
