@@ -56,8 +56,8 @@ REGIONS = (  # (name, marker in a kernel's op_name), the first match names its r
 
 
 def build(system: str, steps: int):
-    """(compiled program, arguments, batch, start angles) of `system` at the defaults
-    with RK4 at dt = 1e-3 for `steps` steps."""
+    """(compiled program, arguments, batch, links, start angles, compile seconds) of
+    `system` at the defaults with RK4 at dt = 1e-3 for `steps` steps."""
     m = re.fullmatch(r"(cartesian|angles|mass)(\d+)", system)
     if m is None:
         raise ValueError(f"--system: cartesian<N>, angles<N> or mass<N>; got {system!r}")

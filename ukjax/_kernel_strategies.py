@@ -27,7 +27,6 @@ import jax
 
 from ._kernels import LAPACK, UNROLL_MAX_N, UNROLLED, DenseOps
 from ._linalg import pinv_solve, row_multipliers
-from ._structure import dense_cost
 
 
 STRUCTURED_MIN_N = 16
@@ -54,24 +53,18 @@ WORTHWHILE_RATIO = 20.0
 :data:`ukjax._kernels.UNROLL_MAX_N` coordinates or rows): a chain of n = 16 (35x fewer)
 takes it, the Bricard mechanism (24 redundant rows closing a loop, whose Gram matrix fills
 in: 8x fewer) does not. Batched, the structured straight-line code beats per-trajectory
-LAPACK calls; alone, one trajectory runs 1.3-1.5x slower and compiles longer; the timings
-are in `benchmarks/RESULTS.md` (structure section)."""
+LAPACK calls; alone, one trajectory runs slower and compiles longer (timings in
+`benchmarks/RESULTS.md`, structure section)."""
 
 
 SMALL_RATIO = 2.5
-"""The ratio of :data:`WORTHWHILE_RATIO` where the dense solve is written out too (unrolled
-kernels: at most :data:`ukjax._kernels.UNROLL_MAX_N` coordinates and rows, at most
-:data:`SMALL_DENSE` multiply-adds): both are then straight-line programs, and the one with
-fewer multiply-adds is the shorter program and the faster run. Batches of user-written
-chains in Cartesian coordinates ran 1.5x (2 links, 2.9x fewer) and 3.5x faster (4 links,
-9.4x fewer), single trajectories as fast and 1.2x faster; the mechanisms with 1.6-2x fewer
-(the N-four-bar, the double rod, the Appell-Hamel wheel) ran 1.4-1.6x faster batched but
-compiled up to 35 % longer, and stay dense (`benchmarks/RESULTS.md`, stop 96)."""
-
-
-SMALL_DENSE = dense_cost(UNROLL_MAX_N, UNROLL_MAX_N)
-"""The dense multiply-adds of n = m = 8 (1,365): below them the unrolled kernels write the dense
-solve out."""
+"""The ratio of :data:`WORTHWHILE_RATIO` where the dense solve is written out too (its
+operations call no LAPACK: with :class:`AutoKernels`, at most `max_unrolled` coordinates
+and rows): both are then straight-line programs, and the one with fewer multiply-adds is
+the shorter program and the faster run. User-written chains in Cartesian coordinates of
+2 to 4 links (3-9x fewer) take it; the N-four-bar, the double rod and the Appell-Hamel
+wheel (1.6-2x fewer), which compiled longer structured, stay dense (timings in
+`benchmarks/RESULTS.md`, stop 96)."""
 
 
 class AbstractKernels(eqx.Module):
@@ -92,10 +85,12 @@ class AbstractKernels(eqx.Module):
         :meth:`ops` remain the fallback when it has none worth using."""
         return False
 
-    def structure_pays(self, dense: float, structured: float) -> bool:
+    def structure_pays(self, dense: float, structured: float, written_out: bool = False) -> bool:
         """Whether the structured solve is used for a system whose dense factorisations
         cost `dense` multiply-adds and whose structured solve `structured` (both counted
-        from the patterns, :func:`ukjax._structure.multiply_adds`)."""
+        from the patterns, :func:`ukjax._structure.multiply_adds`); `written_out`: whether
+        this strategy's dense solve of that size calls no LAPACK
+        (:func:`ukjax._structure.worthwhile`)."""
         return False
 
     def at_events(self) -> AbstractKernels:
@@ -209,8 +204,8 @@ class AutoKernels(AbstractKernels):
         written_out = SMALL_STRUCTURED_MIN_N <= n <= self.max_unrolled
         return n >= self.min_structured or written_out
 
-    def structure_pays(self, dense: float, structured: float) -> bool:
-        ratio = SMALL_RATIO if dense < SMALL_DENSE else WORTHWHILE_RATIO
+    def structure_pays(self, dense: float, structured: float, written_out: bool = False) -> bool:
+        ratio = SMALL_RATIO if written_out else WORTHWHILE_RATIO
         return dense >= ratio * max(structured, 1.0)
 
     def at_events(self) -> AutoKernels:
@@ -254,5 +249,5 @@ class StructuredKernels(AbstractKernels):
     def structured(self, n: int) -> bool:
         return True
 
-    def structure_pays(self, dense: float, structured: float) -> bool:
+    def structure_pays(self, dense: float, structured: float, written_out: bool = False) -> bool:
         return structured < dense

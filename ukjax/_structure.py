@@ -164,21 +164,21 @@ def rows_structure(n: int, mass: np.ndarray, rows: np.ndarray) -> Structure:
 
 
 def dense_multiply_adds(structure: Structure) -> float:
-    """The dense factorisations' multiply-adds (:func:`dense_cost`)."""
-    return dense_cost(structure.n, structure.m)
-
-
-def dense_cost(n: int, m: int) -> float:
-    """The dense factorisations' multiply-adds for n coordinates and m rows,
-    $n^3/3 + mn^2 + nm^2 + m^3/3$."""
+    """The dense factorisations' multiply-adds, $n^3/3 + mn^2 + nm^2 + m^3/3$."""
+    n, m = structure.n, structure.m
     return n**3 / 3 + m * n * n + n * m * m + m**3 / 3
 
 
 def worthwhile(structure: Structure, kernels) -> bool:
     """Whether `kernels` (a :class:`ukjax.AbstractKernels`) take the structured solve for
-    this structure, given its multiply-adds (:func:`multiply_adds`, fill-in included) and
-    the dense ones (:func:`dense_multiply_adds`)."""
-    return kernels.structure_pays(dense_multiply_adds(structure), multiply_adds(structure))
+    this structure, given its multiply-adds (:func:`multiply_adds`, fill-in included), the
+    dense ones (:func:`dense_multiply_adds`) and whether their dense solve of this size is
+    written out (its operations, for the larger of n and m as the UK solve takes them,
+    call no LAPACK)."""
+    written_out = not kernels.ops(max(structure.n, structure.m)).calls_lapack
+    return kernels.structure_pays(
+        dense_multiply_adds(structure), multiply_adds(structure), written_out
+    )
 
 
 # ----------------------------------------------------------------------------- the solve

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 from jaxtyping import ArrayLike
 
 from ._dynamics import _blocks
-from ._structure import dense_multiply_adds, detect, multiply_adds
+from ._structure import dense_multiply_adds, detect, multiply_adds, worthwhile
 from ._system import System
 from ._uk_solvers import AbstractUKSolver, Regularized, check_uk_solver
 
@@ -87,7 +87,7 @@ def structure_report(
         used, reason = False, f"{type(uk_solver).__name__} has no Gram-matrix form"
     elif not kernels.structured(n):
         used, reason = False, f"{type(kernels).__name__} keeps n = {n} dense"
-    elif not kernels.structure_pays(dense, cost):
+    elif not worthwhile(structure, kernels):
         ratio = dense / max(cost, 1)
         used, reason = False, f"only {ratio:.1f}x fewer multiply-adds than dense"
     else:
