@@ -46,6 +46,36 @@ def from_entries(pattern: tuple[tuple[int, int], ...], values: list[Any], n_rows
     return rows
 
 
+def computed_once(vec: Vec) -> Vec:
+    r"""The entries of `vec` (None kept), computed once for every operation that reads them.
+
+    XLA copies a chain of cheap elementwise operations into each kernel that reads its
+    result, and two copies may round differently (a multiply-add contracted into one
+    fused multiply-add in one kernel and not in the other). A value computed by
+    cancellation, such as the constraint right-hand side $e = b - Aa$ of a system nearly
+    at rest (a few ulps of its terms), can then differ between two copies by 1e-4 of
+    itself, and a check that compares one copy with a solve made from the other (the
+    inconsistency $\|G\lambda - e\|$ of :mod:`ukjax._structured_uk`) fails on
+    constraints that are consistent. XLA does not copy a division (it counts one
+    expensive), so one division of the stacked entries by a traced one makes every
+    reader see the same numbers; `jax.lax.optimization_barrier` did not (measured:
+    `benchmarks/RESULTS.md`, stop 97). A non-finite first entry makes every entry NaN.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> once = computed_once([jnp.array(2.0), None, jnp.array(-1.0)])
+        >>> [None if v is None else float(v) for v in once]
+        [2.0, None, -1.0]
+    """
+    present = [v for v in vec if v is not None]
+    if not present:
+        return vec
+    stacked = jnp.stack(present)
+    once = stacked / (1.0 + 0.0 * stacked[0])  # a one that XLA cannot fold away
+    entries = iter(range(len(present)))
+    return [None if v is None else once[next(entries)] for v in vec]
+
+
 def stack(vec: Vec, like: jax.Array) -> jax.Array:
     """A dense array from a vector with structural zeros (``like``: an entry's zero)."""
     return jnp.stack([jnp.zeros_like(like) if v is None else v for v in vec])

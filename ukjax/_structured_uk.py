@@ -102,13 +102,18 @@ def structured_solve(
     tau: float,
     refinements: int,
     consistency_floor: float = 0.0,
+    checked: bool = True,
 ) -> UKTerms:
     """The UK terms from the structural entries of M (`structure.mass` order) and of A
     (`structure.constraint_entries()` order), by the Gram-matrix solve with Tikhonov
     parameter `tau` (rows scaled to unit norm) and `refinements` steps of iterative
     refinement, as :func:`ukjax._linalg.regularized_solve` (`tau = 0`, no refinement: the
     plain Gram-matrix Cholesky), differentiated by the rule of the module docstring.
-    `consistency_floor`: the UK solver's (see :class:`ukjax._uk.UKTerms`).
+    `consistency_floor`: the UK solver's (see :class:`ukjax._uk.UKTerms`). `checked`: compute
+    the terms' `inconsistency` (the relative least-squares residual the checks read), from
+    one copy of $e = b - Aa$ for the solve and the residual (:func:`ukjax._sparse.
+    computed_once`); False for a caller that reads only the acceleration (the projection,
+    whose right-hand side may be a tangent): the inconsistency is then zero.
 
     Everything is straight-line scalar code over structural non-zeros
     (:mod:`ukjax._sparse`). A version with gathers over index arrays for the products
@@ -116,7 +121,7 @@ def structured_solve(
     RK4; `benchmarks/RESULTS.md`, MuJoCo section), so the scalar form is kept.
 
     Example: see the module docstring."""
-    core = _solve(structure, tau, refinements, M_values, Q, A_values, b, C)
+    core = _solve(structure, tau, refinements, checked, M_values, Q, A_values, b, C)
     zero = jnp.zeros((), Q.dtype)
     n, m = structure.n, structure.m
     Mrows = sp.from_entries(structure.mass, unpack(M_values), n)
@@ -147,12 +152,14 @@ def _mass_checks(structure: Structure, M: sp.Rows, M_values: jax.Array):
     return jax.lax.stop_gradient(asym), jax.lax.stop_gradient(min_diag)
 
 
-@partial(jax.custom_jvp, nondiff_argnums=(0, 1, 2))
-def _solve(structure: Structure, tau: float, K: int, M_values, Q, A_values, b, C) -> _Core:
-    return _primal(structure, tau, K, M_values, Q, A_values, b, C)[0]
+@partial(jax.custom_jvp, nondiff_argnums=(0, 1, 2, 3))
+def _solve(
+    structure: Structure, tau: float, K: int, checked: bool, M_values, Q, A_values, b, C
+) -> _Core:
+    return _primal(structure, tau, K, checked, M_values, Q, A_values, b, C)[0]
 
 
-def _primal(structure: Structure, tau: float, K: int, M_values, Q, A_values, b, C):
+def _primal(structure: Structure, tau: float, K: int, checked: bool, M_values, Q, A_values, b, C):
     """The solve's outputs and the factors its derivative rule reuses."""
     n, m = structure.n, structure.m
     dtype = Q.dtype
@@ -172,6 +179,8 @@ def _primal(structure: Structure, tau: float, K: int, M_values, Q, A_values, b, 
         return core, _Factors(L, Lc, Arows, [], None, [], None, a, c, qdd)
     B = sp.rows_solve_lower(L, Arows)  # A L^{-T}
     e = [_add(bi, _neg(x)) for bi, x in zip(unpack(b), sp.matvec(Arows, a))]
+    if checked:  # one copy of e for the solve and its residual
+        e = sp.computed_once(e)
     if C is None:
         E = e
     else:  # A M^{-1} C = B L^{-1} C
@@ -192,7 +201,7 @@ def _primal(structure: Structure, tau: float, K: int, M_values, Q, A_values, b, 
         assert C is not None
         Qc_ni = C - sp.stack(sp.matvec_t(Arows, lam_c, n), zero)
     # the relative least-squares residual of B z = e, z = B^T lambda_e
-    inconsistency = gram.inconsistency(lam_e, e, dtype)
+    inconsistency = gram.inconsistency(lam_e, e, dtype) if checked else zero
     core = _Core(
         sp.stack(qdd, zero), sp.stack(a, zero), sp.stack(Qc_i, zero), Qc_ni, inconsistency,
         L_diagonal,
@@ -201,10 +210,10 @@ def _primal(structure: Structure, tau: float, K: int, M_values, Q, A_values, b, 
 
 
 @_solve.defjvp
-def _solve_jvp(structure, tau, K, primals, tangents):
+def _solve_jvp(structure, tau, K, checked, primals, tangents):
     M_values, Q, A_values, b, C = primals
     dMv, dQ, dAv, db, dC = tangents
-    core, f = _primal(structure, tau, K, M_values, Q, A_values, b, C)
+    core, f = _primal(structure, tau, K, checked, M_values, Q, A_values, b, C)
     n, m = structure.n, structure.m
     zero = jnp.zeros((), Q.dtype)
     dM = sp.from_entries(structure.mass, unpack(dMv), n)
