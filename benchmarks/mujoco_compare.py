@@ -23,7 +23,7 @@ Both run dt = 1e-3 for 1000 steps (t in [0, 1]) from a batch of initial states r
 from rest (batch 1024, fewer for long chains: min(1024, 8192 / N)). ukjax at the defaults
 a user gets, except the method and step that make the comparison like for like:
 `solver=ukjax.RK4()` (the classical 4-stage method, as MuJoCo's RK4) at that constant step,
-`jax.jit(jax.vmap(simulate))`, float64. So the default UK solver (from n = 16 the
+`jax.jit(jax.vmap(simulate))`, float64. So the default UK solver (from n = 9 the
 structure of M and of the Jacobian found from the program, :mod:`ukjax._structure`), the
 default `Projection` after every step and the default run-time checks (`throw=True`).
 MuJoCo: `mujoco.rollout` (C++ thread pool, one `MjData` per thread, 2 threads) with its

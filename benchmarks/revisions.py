@@ -152,13 +152,16 @@ def balls_case(lib, _steps: int):
     return jax.vmap(one), (heights,), 1
 
 
-def friction_case(lib, _steps: int):
-    ball = lib.systems.BallsOnTable(count=1, mu_static=0.3, mu_kinetic=0.2)
+def friction_case(lib, _steps: int, count: int = 1):
+    """1024 members of `count` balls sliding and spinning on a rough table (Coulomb)."""
+    ball = lib.systems.BallsOnTable(count=count, mu_static=0.3, mu_kinetic=0.2)
     rng = np.random.default_rng(0)
     B = 1024
-    slide, spin = rng.uniform(-1, 1, (B, 2)), rng.uniform(-50, 50, (B, 3))
-    qd0 = jnp.asarray(np.c_[slide, np.zeros(B), spin])
-    q0 = jnp.asarray(np.tile([0.0, 0.0, ball.radius, 0.0, 0.0, 0.0], (B, 1)))
+    slide, spin = rng.uniform(-1, 1, (B, count, 2)), rng.uniform(-50, 50, (B, count, 3))
+    qd0 = jnp.asarray(np.concatenate([slide, np.zeros((B, count, 1)), spin], -1).reshape(B, -1))
+    rest = np.tile([0.0, 0.0, ball.radius, 0.0, 0.0, 0.0], count)
+    rest[0::6] = 3.0 * np.arange(count)  # 3 m apart: no collision within the run
+    q0 = jnp.asarray(np.tile(rest, (B, 1)))
     ts = jnp.linspace(0.0, 0.8, 11)
     law = lib.Coulomb()
     one = lambda q, qd: lib.simulate(ball, q, qd, ts, friction=law, throw=False).q
@@ -189,13 +192,15 @@ def case(lib, name: str, steps: int):
         return balls_case(lib, steps)
     if name == "friction":
         return friction_case(lib, steps)
+    if re.fullmatch(r"friction\d+", name):
+        return friction_case(lib, steps, int(name[len("friction") :]))
     if name == "cartpole":
         return cartpole_case(lib, steps)
     m = re.fullmatch(r"(default-|single-)?(angles|mass|cartesian)(\d+)", name)
     if m is None:
         raise ValueError(
             f"unknown case {name!r}: [default-|single-]angles<N>, mass<N> or cartesian<N>, "
-            "balls, cartpole or friction."
+            "balls, cartpole, friction or friction<balls>."
         )
     if m.group(1) is not None:
         return default_case(lib, m.group(2), int(m.group(3)), m.group(1) == "default-")

@@ -1,6 +1,6 @@
 """Where the structured UK solve pays: a user-written N-link chain at the defaults (adaptive
 `Dopri8`, rtol = atol = 1e-12, the default projection after every step) with the sparsity
-found from the program (the default from n = 16 coordinates,
+found from the program (the default from n = 9 coordinates,
 `ukjax._kernel_strategies.STRUCTURED_MIN_N`, and from 4 to 8 where it pays against the
 written-out dense solve) against the same run kept dense
 (`AutoKernels(min_structured=None)` for the UK solve and for the projection), for one

@@ -166,7 +166,7 @@ def test_jacobian_colouring_separates_shared_rows():
 
 @pytest.mark.slow  # default-suite time (6 s)
 def test_auto_kernels_choose_structure_by_size_and_work():
-    auto = ukjax.Regularized()  # the default: from n = 16, where it does 20x less work
+    auto = ukjax.Regularized()  # the default: from n = 9, where it does 10x less work
     q16, _ = _state(8)
     structure = _structure(PlanarChain.uniform(8), q16, auto)
     assert structure is not None and multiply_adds(structure) < 200  # O(n): 133
@@ -176,9 +176,9 @@ def test_auto_kernels_choose_structure_by_size_and_work():
     nfb = NFourBar()
     assert _structure(nfb, nfb.initial_state()[0], auto) is None  # 1.6x: kept dense
     q12, _ = _state(6)
-    assert _structure(PlanarChain.uniform(6), q12, auto) is None  # n = 12: LAPACK's, below 16
-    low = ukjax.Regularized(kernels=ukjax.AutoKernels(min_structured=12))
-    assert _structure(PlanarChain.uniform(6), q12, low) is not None  # 20x less work
+    assert _structure(PlanarChain.uniform(6), q12, auto) is not None  # n = 12: 20x less work
+    high = ukjax.Regularized(kernels=ukjax.AutoKernels(min_structured=16))
+    assert _structure(PlanarChain.uniform(6), q12, high) is None  # below the size asked for
     assert _structure(nfb, nfb.initial_state()[0], STRUCTURED) is not None  # asked for
     off = ukjax.Regularized(kernels=ukjax.AutoKernels(min_structured=None))
     assert _structure(PlanarChain.uniform(8), q16, off) is None

@@ -199,7 +199,7 @@ def test_the_planar_chain_structure_is_banded():
 
 
 def test_the_projection_uses_the_structure_and_lands_where_the_dense_one_does():
-    chain = UserChain(links=8)  # n = 16: the default takes the structure
+    chain = UserChain(links=8)  # n = 16: the default takes the structure (from n = 9)
     q, qd = _chain_state(8)
     rng = np.random.default_rng(3)
     q = q + 1e-3 * jnp.asarray(rng.normal(size=q.shape))  # off the manifold

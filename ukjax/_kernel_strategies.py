@@ -10,10 +10,10 @@ the constraint Jacobians is worth finding (:meth:`AbstractKernels.structured`,
 (:meth:`AbstractKernels.at_events`), and how the contact multipliers of a frictional solve
 are solved (:meth:`AbstractKernels.column_multipliers`).
 
-A third way, for large sparse systems, works on structural non-zeros only
-(:mod:`ukjax._structure`): :class:`AutoKernels` takes it from :data:`STRUCTURED_MIN_N`
-coordinates where it is :data:`WORTHWHILE_RATIO` times less work than a LAPACK solve, and
-for systems small enough for the written-out dense solve (from
+A third way, for sparse systems, works on structural non-zeros only
+(:mod:`ukjax._structure`): :class:`AutoKernels` takes it where the dense solve is LAPACK's
+(from :data:`STRUCTURED_MIN_N` coordinates) and it is :data:`WORTHWHILE_RATIO` times less
+work, and for systems small enough for the written-out dense solve (from
 :data:`SMALL_STRUCTURED_MIN_N` coordinates) where it is :data:`SMALL_RATIO` times less,
 :class:`StructuredKernels` whenever it is less work.
 """
@@ -29,16 +29,16 @@ from ._kernels import LAPACK, UNROLL_MAX_N, UNROLLED, DenseOps
 from ._linalg import pinv_solve, row_multipliers
 
 
-STRUCTURED_MIN_N = 16
-"""Smallest number of coordinates for which :class:`AutoKernels` finds the sparsity of M and
-of the constraint Jacobians from the system's program (:mod:`ukjax._structure`) and, where
-it is sparse enough (:data:`WORTHWHILE_RATIO`), solves on the structural non-zeros instead
-of LAPACK's dense solve. Chosen by `benchmarks/structure.py` on a user-written chain
-(figures in `benchmarks/RESULTS.md`, structure section): faster batched from this size,
-slower for a single trajectory. Below it, systems small enough for the written-out dense
-solve take the structured one from :data:`SMALL_STRUCTURED_MIN_N` coordinates
+STRUCTURED_MIN_N = 9
+"""Smallest number of coordinates for which :class:`AutoKernels` compares the structured
+solve with LAPACK's dense one (:data:`WORTHWHILE_RATIO`): the first size above the
+written-out dense solve's `max_unrolled` (8). It finds the sparsity of M and of the
+constraint Jacobians from the system's program (:mod:`ukjax._structure`). Below it,
+systems take the structured solve from :data:`SMALL_STRUCTURED_MIN_N` coordinates
 (:data:`SMALL_RATIO`). `AutoKernels(min_structured=None)` or :class:`LapackKernels` turn
-both off."""
+both off. It was 16 until stop 97: chains of 5 to 7 links in Cartesian coordinates ran 5-6x
+slower batched on LAPACK than on their structure, 0.33-0.44x MuJoCo RK4 (figures in
+`benchmarks/RESULTS.md`, stop 97)."""
 
 
 SMALL_STRUCTURED_MIN_N = 4
@@ -47,14 +47,15 @@ solve with the written-out dense one (:data:`SMALL_RATIO`; up to its `max_unroll
 coordinates): a 2-link chain in Cartesian coordinates has 4."""
 
 
-WORTHWHILE_RATIO = 20.0
+WORTHWHILE_RATIO = 10.0
 """How many times fewer multiply-adds than the dense solve the structured one must do for
 :class:`AutoKernels` to use it where the dense solve is LAPACK's (more than
-:data:`ukjax._kernels.UNROLL_MAX_N` coordinates or rows): a chain of n = 16 (35x fewer)
-takes it, the Bricard mechanism (24 redundant rows closing a loop, whose Gram matrix fills
-in: 8x fewer) does not. Batched, the structured straight-line code beats per-trajectory
-LAPACK calls; alone, one trajectory runs slower and compiles longer (timings in
-`benchmarks/RESULTS.md`, structure section)."""
+:data:`ukjax._kernels.UNROLL_MAX_N` coordinates or rows): a user's chain of 5 links
+(n = 10, 14x fewer) and every longer one take it, and so does a swarm of 5 robots (67x);
+the Bricard mechanism (24 redundant rows closing a loop, whose Gram matrix fills in: 8x
+fewer) does not. Batched, the structured straight-line code beats per-trajectory LAPACK
+calls (5-6.5x at 5 to 7 links); alone, one trajectory runs slower (0.65x at 6 links) and
+compiles about 1 s longer (`benchmarks/RESULTS.md`, stop 97)."""
 
 
 SMALL_RATIO = 2.5
@@ -156,10 +157,11 @@ class AutoKernels(AbstractKernels):
     """Unrolled kernels for n <= `max_unrolled` (the UK solve passes the larger of the
     number of coordinates and of constraint rows: it factors both M and the m x m Gram
     matrix), LAPACK above (the default);
-    from `min_structured` coordinates (default :data:`STRUCTURED_MIN_N`, None: never) the
-    UK solve and the projection work on the structural non-zeros of M and of the constraint
-    Jacobians, found from the system's program (:mod:`ukjax._structure`), when that is at
-    least :data:`WORTHWHILE_RATIO` times fewer multiply-adds than the dense solve; from
+    from `min_structured` coordinates (default :data:`STRUCTURED_MIN_N`, 9, None: never)
+    the UK solve and the projection work on the structural non-zeros of M and of the
+    constraint Jacobians, found from the system's program (:mod:`ukjax._structure`), when
+    that is at least :data:`WORTHWHILE_RATIO` times fewer multiply-adds than the dense
+    solve; from
     :data:`SMALL_STRUCTURED_MIN_N` to `max_unrolled` coordinates, where the dense solve is
     written out too, at least :data:`SMALL_RATIO` times fewer.
 

@@ -368,7 +368,8 @@ class Projection(AbstractStabilization):
       saves).
     - `kernels`: the linear algebra of the corrections (default :class:`ukjax.AutoKernels`,
       as the UK solve's: unrolled for small systems, LAPACK above, and from
-      :data:`ukjax._kernel_strategies.STRUCTURED_MIN_N` coordinates the structural non-zeros of M
+      :data:`ukjax._kernel_strategies.STRUCTURED_MIN_N` coordinates (and from 4 where it pays
+      against the written-out dense solve) the structural non-zeros of M
       and of the constraint Jacobians, found from the system's program, where they are
       sparse: the Jacobian by one product per column colour instead of one per
       coordinate). `ukjax.LapackKernels()` keeps it dense.
