@@ -36,9 +36,9 @@ written-out dense solve's `max_unrolled` (8). It finds the sparsity of M and of 
 constraint Jacobians from the system's program (:mod:`ukjax._structure`). Below it,
 systems take the structured solve from :data:`SMALL_STRUCTURED_MIN_N` coordinates
 (:data:`SMALL_RATIO`). `AutoKernels(min_structured=None)` or :class:`LapackKernels` turn
-both off. It was 16 until stop 97: chains of 5 to 7 links in Cartesian coordinates ran 5-6x
-slower batched on LAPACK than on their structure, 0.33-0.44x MuJoCo RK4 (figures in
-`benchmarks/RESULTS.md`, stop 97)."""
+both off. It was 16 until stop 97, when chains of 5 to 7 links in Cartesian coordinates
+were measured slower batched on LAPACK than on their structure (`benchmarks/RESULTS.md`,
+stop 97)."""
 
 
 SMALL_STRUCTURED_MIN_N = 4
@@ -54,8 +54,8 @@ WORTHWHILE_RATIO = 10.0
 (n = 10, 14x fewer) and every longer one take it, and so does a swarm of 5 robots (67x);
 the Bricard mechanism (24 redundant rows closing a loop, whose Gram matrix fills in: 8x
 fewer) does not. Batched, the structured straight-line code beats per-trajectory LAPACK
-calls (5-6.5x at 5 to 7 links); alone, one trajectory runs slower (0.65x at 6 links) and
-compiles about 1 s longer (`benchmarks/RESULTS.md`, stop 97)."""
+calls; alone, one trajectory runs slower and compiles longer (timings in
+`benchmarks/RESULTS.md`, stop 97)."""
 
 
 SMALL_RATIO = 2.5
@@ -161,9 +161,8 @@ class AutoKernels(AbstractKernels):
     the UK solve and the projection work on the structural non-zeros of M and of the
     constraint Jacobians, found from the system's program (:mod:`ukjax._structure`), when
     that is at least :data:`WORTHWHILE_RATIO` times fewer multiply-adds than the dense
-    solve; from
-    :data:`SMALL_STRUCTURED_MIN_N` to `max_unrolled` coordinates, where the dense solve is
-    written out too, at least :data:`SMALL_RATIO` times fewer.
+    solve; from :data:`SMALL_STRUCTURED_MIN_N` to `max_unrolled` coordinates, where the
+    dense solve is written out too, at least :data:`SMALL_RATIO` times fewer.
 
     The threshold 8 was measured by `benchmarks/kernels.py` on a 2-core CPU. The code
     that a hybrid run executes once per step or per event (:meth:`at_events`: event values,

@@ -71,9 +71,8 @@ def computed_once(vec: Vec) -> Vec:
     if not present:
         return vec
     stacked = jnp.stack(present)
-    once = stacked / (1.0 + 0.0 * stacked[0])  # a one that XLA cannot fold away
-    entries = iter(range(len(present)))
-    return [None if v is None else once[next(entries)] for v in vec]
+    once = iter(stacked / (1.0 + 0.0 * stacked[0]))  # a one that XLA cannot fold away
+    return [None if v is None else next(once) for v in vec]
 
 
 def stack(vec: Vec, like: jax.Array) -> jax.Array:
