@@ -13,7 +13,8 @@ own, of jaxlib 0.10: a phase whose line is missing is reported as n/a). The phas
   (IR emission of every fusion and custom call, the thunk sequence);
 - **LLVM**: the kernels' machine code (split into parts, on XLA's threads);
 - **kernels**: how many kernels XLA compiled, and, from the compiled module, the
-  kernel launches (fusions, custom calls, copies, loops) of each part of the run: the
+  kernel launches of each part of the run by kind (fusions; custom calls: LAPACK and
+  callbacks; copies: layout changes; conditionals): the
   stages' vector field (`_field_call`), the event values (`event_values`), diffrax's
   root find (`root_find`), the checks (`_failures_call`), the event code (the segment's
   `cond` branch: switches, impacts, friction), the rest of diffrax's step loop, and the
@@ -91,18 +92,21 @@ def part_of(op_name: str) -> str:
     return "driver"
 
 
-def kernels_by_part(hlo: str) -> dict[str, int]:
-    """Kernel launches of the compiled module's non-fused computations, by part."""
-    counts: collections.Counter[str] = collections.Counter()
+def kernels_by_part(hlo: str) -> dict[str, dict[str, int]]:
+    """Kernel launches of the compiled module's non-fused computations, by part and by
+    kind (fusion, custom-call: LAPACK and callbacks, copy: layout changes, loops...)."""
+    counts: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     for computation in re.split(r"\n\n", hlo):
         head = computation.lstrip().split("\n", 1)[0]
         if "fused_computation" in head or head.startswith("%wrapped"):
             continue
         for line in computation.splitlines()[1:]:
-            if LAUNCH.search(line):
+            launch = LAUNCH.search(line)
+            if launch:
                 m = re.search(r'op_name="([^"]*)"', line)
-                counts[part_of(m.group(1) if m else "")] += 1
-    return dict(counts.most_common())
+                counts[part_of(m.group(1) if m else "")][launch.group(1)] += 1
+    ranked = sorted(counts.items(), key=lambda kv: -sum(kv[1].values()))
+    return {part: dict(kinds.most_common()) for part, kinds in ranked}
 
 
 def child(name: str, out: str) -> None:
@@ -218,10 +222,10 @@ def main():
             f" {total:6.2f}  {r['kernels']}"
         )
     for name, r in rows.items():
-        print(
-            f"{name}: kernel launches by part: "
-            + ", ".join(f"{k} {v}" for k, v in r["parts"].items())
-        )
+        print(f"{name}: kernel launches by part (by kind)")
+        for part, kinds in r["parts"].items():
+            detail = ", ".join(f"{kind} {count}" for kind, count in kinds.items())
+            print(f"  {part:<18} {sum(kinds.values()):5d}  ({detail})")
     path = args.json or out_path("compile_phases.json")
     write_json(path, {"machine": machine_info(), "cases": rows})
 
