@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -70,3 +71,33 @@ def write_json(path: str, payload: dict) -> None:
     with open(path, "w") as f:
         json.dump(payload, f, indent=2)
     print(f"wrote {path}")
+
+
+def ball_batch(lib, throw: bool = True):
+    """Item 3's 1024-ball batch on `lib` (ukjax or a revision of it): `BouncingBall`s with
+    `Impact(0.8)` from heights uniform in [0.5, 2] m, 201 saves on [0, 2] s. Returns (one
+    member's run, the batch's arguments)."""
+    ball = lib.systems.BouncingBall()
+    ts = jnp.linspace(0.0, 2.0, 201)
+    heights = jnp.asarray(np.random.default_rng(0).uniform(0.5, 2.0, 1024))
+    law = lib.Impact(0.8)
+    one = lambda h: lib.simulate(ball, h[None], jnp.zeros(1), ts, contact=law, throw=throw).q
+    return one, (heights,)
+
+
+def friction_batch(lib, count: int = 1, throw: bool = True):
+    """Item 3's frictional batch on `lib`: 1024 members of `count` balls (3 m apart: no
+    collision within the run) sliding and spinning on a rough table, `Coulomb()`, 11 saves
+    on [0, 0.8] s. Returns (one member's run, the batch's arguments)."""
+    ball = lib.systems.BallsOnTable(count=count, mu_static=0.3, mu_kinetic=0.2)
+    rng = np.random.default_rng(0)
+    B = 1024
+    slide, spin = rng.uniform(-1, 1, (B, count, 2)), rng.uniform(-50, 50, (B, count, 3))
+    qd0 = jnp.asarray(np.concatenate([slide, np.zeros((B, count, 1)), spin], -1).reshape(B, -1))
+    rest = np.tile([0.0, 0.0, ball.radius, 0.0, 0.0, 0.0], count)
+    rest[0::6] = 3.0 * np.arange(count)
+    q0 = jnp.asarray(np.tile(rest, (B, 1)))
+    ts = jnp.linspace(0.0, 0.8, 11)
+    law = lib.Coulomb()
+    one = lambda q, qd: lib.simulate(ball, q, qd, ts, friction=law, throw=throw).q
+    return one, (q0, qd0)

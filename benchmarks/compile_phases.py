@@ -42,6 +42,8 @@ import sys
 import tempfile
 import time
 
+from _common import ball_batch, friction_batch, machine_info, out_path, write_json
+
 
 CASES = ("balls", "friction")
 PARTS = (
@@ -58,29 +60,13 @@ LAUNCH = re.compile(r"= \S+ (fusion|custom-call|copy|while|conditional|sort|scat
 
 
 def build(name: str):
-    """(batched function, arguments) of a case, at `simulate`'s defaults."""
-    import jax.numpy as jnp
-    import numpy as np
-
+    """(one member's run, the batch's arguments) of a case, at `simulate`'s defaults."""
     import ukjax
 
-    rng = np.random.default_rng(0)
     if name == "balls":
-        ball = ukjax.systems.BouncingBall()
-        ts = jnp.linspace(0.0, 2.0, 201)
-        heights = jnp.asarray(rng.uniform(0.5, 2.0, 1024))
-        law = ukjax.Impact(0.8)
-        return (lambda h: ukjax.simulate(ball, h[None], jnp.zeros(1), ts, contact=law).q), (
-            heights,
-        )
+        return ball_batch(ukjax)
     if name == "friction":
-        ball = ukjax.systems.BallsOnTable(count=1, mu_static=0.3, mu_kinetic=0.2)
-        slide, spin = rng.uniform(-1, 1, (1024, 2)), rng.uniform(-50, 50, (1024, 3))
-        qd0 = jnp.asarray(np.concatenate([slide, np.zeros((1024, 1)), spin], -1))
-        q0 = jnp.asarray(np.tile([0.0, 0.0, ball.radius, 0.0, 0.0, 0.0], (1024, 1)))
-        ts = jnp.linspace(0.0, 0.8, 11)
-        law = ukjax.Coulomb()
-        return (lambda q, qd: ukjax.simulate(ball, q, qd, ts, friction=law).q), (q0, qd0)
+        return friction_batch(ukjax)
     raise ValueError(f"unknown case {name!r}: one of {', '.join(CASES)}.")
 
 
@@ -94,7 +80,7 @@ def part_of(op_name: str) -> str:
 
 def kernels_by_part(hlo: str) -> dict[str, dict[str, int]]:
     """Kernel launches of the compiled module's non-fused computations, by part and by
-    kind (fusion, custom-call: LAPACK and callbacks, copy: layout changes, loops...)."""
+    kind (fusion, custom-call: LAPACK and callbacks, copy: layout changes, conditional)."""
     counts: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     for computation in re.split(r"\n\n", hlo):
         head = computation.lstrip().split("\n", 1)[0]
@@ -206,9 +192,6 @@ def main():
     if args.child is not None:
         child(args.child, args.out)
         return
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _common import machine_info, out_path, write_json
-
     names = ["balls"] if args.quick else args.cases.split(",")
     rows = {name: run(name) for name in names}
     print(f"JAX {machine_info()['jax']} ({os.cpu_count()} CPUs), seconds; one compile each")

@@ -66,7 +66,7 @@ import mujoco_compare as mc
 import numpy as np
 
 import ukjax
-from _common import machine_info, out_path, write_json
+from _common import ball_batch, friction_batch, machine_info, out_path, write_json
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,28 +144,16 @@ def chain_case(lib, kind: str, links: int, steps: int):
 
 
 def balls_case(lib, _steps: int):
-    ball = lib.systems.BouncingBall()
-    ts = jnp.linspace(0.0, 2.0, 201)
-    heights = jnp.asarray(np.random.default_rng(0).uniform(0.5, 2.0, 1024))
-    law = lib.Impact(0.8)
-    one = lambda h: lib.simulate(ball, h[None], jnp.zeros(1), ts, contact=law, throw=False).q
-    return jax.vmap(one), (heights,), 1
+    """The 1024-ball batch (`_common.ball_batch`) with `throw=False`."""
+    one, args = ball_batch(lib, throw=False)
+    return jax.vmap(one), args, 1
 
 
 def friction_case(lib, _steps: int, count: int = 1):
-    """1024 members of `count` balls sliding and spinning on a rough table (Coulomb)."""
-    ball = lib.systems.BallsOnTable(count=count, mu_static=0.3, mu_kinetic=0.2)
-    rng = np.random.default_rng(0)
-    B = 1024
-    slide, spin = rng.uniform(-1, 1, (B, count, 2)), rng.uniform(-50, 50, (B, count, 3))
-    qd0 = jnp.asarray(np.concatenate([slide, np.zeros((B, count, 1)), spin], -1).reshape(B, -1))
-    rest = np.tile([0.0, 0.0, ball.radius, 0.0, 0.0, 0.0], count)
-    rest[0::6] = 3.0 * np.arange(count)  # 3 m apart: no collision within the run
-    q0 = jnp.asarray(np.tile(rest, (B, 1)))
-    ts = jnp.linspace(0.0, 0.8, 11)
-    law = lib.Coulomb()
-    one = lambda q, qd: lib.simulate(ball, q, qd, ts, friction=law, throw=False).q
-    return jax.vmap(one), (q0, qd0), 1
+    """1024 members of `count` balls sliding and spinning on a rough table (Coulomb;
+    `_common.friction_batch`) with `throw=False`."""
+    one, args = friction_batch(lib, count, throw=False)
+    return jax.vmap(one), args, 1
 
 
 CART_POLE = """<mujoco model="cart-pole"><worldbody>
