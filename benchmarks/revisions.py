@@ -34,6 +34,10 @@ defaults except the method and step, which make the work comparable):
   `from_mjcf(..., contacts=False)`), one run at every default over [0, 2] s with 21
   saves: a robot model's joint limits make it a hybrid run; the program `simulate`
   compiles, per run.
+- `arm6`, `rigid<N>`: rigid-body models read as a user reads them, the 6-DoF arm of
+  `examples/models/arm6.urdf` (`ukjax.from_urdf`) and the N-hinge chain of capsules of
+  `rigid.py` (`ukjax.from_mjcf`), `jax.jit(jax.vmap(simulate))` with RK4 at dt = 1e-3,
+  `--steps` steps, batch 1024 (starts at rest, angles in [0.3, 0.7]); per system-step.
 - `friction`: 1024 balls sliding and spinning on a rough table
   (`ukjax.systems.BallsOnTable(count=1, mu_static=0.3, mu_kinetic=0.2)`, `Coulomb()`,
   `throw=False`, 11 saves on [0, 0.8] s, the seeded velocities of `tests/
@@ -64,6 +68,7 @@ import diffrax
 import jax.numpy as jnp
 import mujoco_compare as mc
 import numpy as np
+import rigid
 
 import ukjax
 from _common import ball_batch, friction_batch, machine_info, out_path, write_json
@@ -175,7 +180,25 @@ def cartpole_case(lib, _steps: int):
     return (lambda q, qd: lib.simulate(model, q, qd, ts).q), (q0, qd0), 1, True
 
 
+def rigid_case(lib, name: str, steps: int):
+    """(program, arguments, work units per call) of a rigid-body model on `lib`: `arm6`
+    (URDF) or `rigid<N>` (an N-hinge MJCF chain), RK4 at dt = 1e-3, batch 1024."""
+    if name == "arm6":
+        with open(rigid.ARM) as f:
+            model = lib.from_urdf(f.read())
+    else:
+        model = lib.from_mjcf(rigid.chain_xml(int(name[len("rigid") :])))
+    B = 1024
+    q0 = jnp.asarray(0.3 + 0.4 * np.random.default_rng(0).random((B, model.nq)))
+    ts = jnp.array([0.0, 1e-3 * steps])
+    rk4 = dict(solver=lib.RK4(), stepsize_controller=diffrax.ConstantStepSize(), dt0=1e-3)
+    one = lambda a, b: lib.simulate(model, a, b, ts, max_steps=steps + 10, **rk4).q[-1]
+    return jax.vmap(one), (q0, jnp.zeros_like(q0)), B * steps
+
+
 def case(lib, name: str, steps: int):
+    if name == "arm6" or re.fullmatch(r"rigid\d+", name):
+        return rigid_case(lib, name, steps)
     if name == "balls":
         return balls_case(lib, steps)
     if name == "friction":
@@ -188,7 +211,7 @@ def case(lib, name: str, steps: int):
     if m is None:
         raise ValueError(
             f"unknown case {name!r}: [default-|single-]angles<N>, mass<N> or cartesian<N>, "
-            "balls, cartpole, friction or friction<balls>."
+            "arm6, rigid<N>, balls, cartpole, friction or friction<balls>."
         )
     if m.group(1) is not None:
         return default_case(lib, m.group(2), int(m.group(3)), m.group(1) == "default-")

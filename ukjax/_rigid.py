@@ -61,6 +61,7 @@ from ._quaternion import (
     world_rate,
 )
 from ._rigid_animation import animate as _animate
+from ._static_index import scatter, take
 from ._system import System
 from ._tree_dynamics import tree_dynamics
 
@@ -462,8 +463,9 @@ class RigidModel(System):
         velocity (nj, 3) (slides) that it alone gives the bodies it moves."""
         at = np.array([j.qpos for j in self.joints], int)  # one coordinate per joint
         hinge = np.array([j.kind == HINGE for j in self.joints])[:, None]
-        twist = axes * qd[at][:, None]
-        return qd[at], jnp.where(hinge, twist, 0.0), jnp.where(hinge, 0.0, twist)
+        rate = take(qd, at)
+        twist = axes * rate[:, None]
+        return rate, jnp.where(hinge, twist, 0.0), jnp.where(hinge, 0.0, twist)
 
     def _joint_jacobian(self, q, kinematics=None):
         r"""$J$ of a tree of hinges and slides from the joints' world axes $a_j$ and anchors
@@ -487,7 +489,7 @@ class RigidModel(System):
             armature[j, joint.qvel] = 1.0
         columns = jnp.concatenate([columns, jnp.asarray(armature, q.dtype)], axis=1)
         order = np.argsort([joint.qpos for joint in self.joints])
-        return columns[order].T
+        return take(columns, order).T
 
     def _joint_bias(self, q, qd, kinematics):
         r"""$\dot J\dot q$ of a tree of hinges and slides (the quasi-velocities' rate at
@@ -535,8 +537,8 @@ class RigidModel(System):
         Newton-Euler, a scan over the bodies)."""
         M, tau = tree_dynamics(self, q, qd, self._tree_masks()[1])
         order = np.argsort([joint.qpos for joint in self.joints])
-        M = M[order][:, order] + jnp.diag(self._param("dof_armature", q.dtype))
-        return M, tau[order]
+        M = take(take(M, order, 0), order, 1) + jnp.diag(self._param("dof_armature", q.dtype))
+        return M, take(tau, order)
 
     def mass_matrix(self, t, q):
         r"""$M = J^TWJ$ with $J = \partial u/\partial\dot q$ of the quasi-velocities
@@ -599,8 +601,8 @@ class RigidModel(System):
         dtype = q.dtype
         at = np.array([j.qpos for j in self.joints], int)  # one coordinate per joint
         k = self._param("jnt_stiffness", dtype)
-        stretch = k * (q[at] - self._param("qpos_spring", dtype)[at])
-        return jnp.zeros_like(q).at[at].add(stretch)
+        stretch = k * (take(q, at) - take(self._param("qpos_spring", dtype), at))
+        return scatter(stretch, at, q.shape[0])
 
     def potential_energy(self, t, q):
         dtype = q.dtype

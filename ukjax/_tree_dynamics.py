@@ -42,6 +42,7 @@ import numpy as np
 
 from ._quaternion import rotation_matrix
 from ._shared_trig import shared_cos, shared_sin
+from ._static_index import take
 
 
 HINGE = 3  # MuJoCo's mjtJoint code (the other joint of these trees: a slide)
@@ -152,7 +153,8 @@ def _forward_inputs(model, layout, q, qd):
 
     at = layout.qpos[layout.joint]  # (nb-1, slots)
     used = jnp.asarray(layout.hinge + layout.slide, dtype)
-    displacement = (q[at] - param("qpos0")[at]) * used
+    coordinate = lambda x: take(x, at.ravel()).reshape(at.shape)  # x[at], a slice if it can
+    displacement = (coordinate(q) - coordinate(param("qpos0"))) * used
     return (
         jnp.arange(1, len(model.parents)),
         jnp.asarray(layout.parents),
@@ -167,7 +169,7 @@ def _forward_inputs(model, layout, q, qd):
         jnp.asarray(layout.hinge, dtype),
         jnp.asarray(layout.slide, dtype),
         displacement,
-        qd[at] * used,
+        coordinate(qd) * used,
     )
 
 
