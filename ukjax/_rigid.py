@@ -61,7 +61,7 @@ from ._quaternion import (
     world_rate,
 )
 from ._rigid_animation import animate as _animate
-from ._static_index import scatter, take
+from ._static_index import masked_sum, scatter, take
 from ._system import System
 from ._tree_dynamics import tree_dynamics
 
@@ -506,18 +506,18 @@ class RigidModel(System):
         hinge = np.array([j.kind == HINGE for j in self.joints])[:, None]
         rate, spin, slide = self._joint_rates(qd, axes)
         # velocities that the joints before j give its axis and anchor
-        axis_rate = cross(_masked_sum(before, spin[:, None, :]), axes)
+        axis_rate = cross(masked_sum(before, spin[:, None, :]), axes)
         pushed = cross(spin[:, None, :], anchors[None, :, :] - anchors[:, None, :])
-        anchor_rate = _masked_sum(before, pushed + slide[:, None, :])
+        anchor_rate = masked_sum(before, pushed + slide[:, None, :])
         # the bodies' centre-of-mass velocities
         lever = com[None, :, :] - anchors[:, None, :]  # (nj, nb, 3)
-        com_rate = _masked_sum(moves, cross(spin[:, None, :], lever) + slide[:, None, :])
+        com_rate = masked_sum(moves, cross(spin[:, None, :], lever) + slide[:, None, :])
         turning = cross(axis_rate[:, None, :], lever) + cross(
             axes[:, None, :], com_rate[None, :, :] - anchor_rate[:, None, :]
         )
         linear = jnp.where(hinge[:, :, None], turning, axis_rate[:, None, :])
-        linear = _masked_sum(moves, rate[:, None, None] * linear)
-        angular = _masked_sum(moves, (rate[:, None] * jnp.where(hinge, axis_rate, 0.0))[:, None])
+        linear = masked_sum(moves, rate[:, None, None] * linear)
+        angular = masked_sum(moves, (rate[:, None] * jnp.where(hinge, axis_rate, 0.0))[:, None])
         angular = rotate_unit(conjugate(inertial), angular)
         return jnp.concatenate(
             [linear.reshape(-1), angular.reshape(-1), jnp.zeros(self.nv, q.dtype)]
@@ -764,18 +764,6 @@ class RigidModel(System):
             T = jnp.concatenate([jnp.zeros((num_limits, 2, self.nq), dtype), T])
             mu = jnp.concatenate([jnp.zeros(num_limits, dtype), mu])
         return T, mu, mu
-
-
-def _masked_sum(mask: np.ndarray, x: jax.Array) -> jax.Array:
-    r"""$\sum_k m_{ki} x_{ki}$ (i, ...) for a static boolean `mask` (k, i) and `x` (k, i, ...)
-    or (k, 1, ...), written out over the k with a true entry: a few elementwise additions
-    that XLA fuses with the terms' producers, where `jnp.einsum` is a batched matrix
-    product of a few entries per system under `jax.vmap` (a tree's joints;
-    `benchmarks/RESULTS.md`, stop 99)."""
-    shape = (mask.shape[1],) + x.shape[2:]
-    terms = [jnp.where(mask[k].reshape((-1,) + (1,) * (x.ndim - 2)), x[k], 0.0)
-             for k in range(mask.shape[0]) if mask[k].any()]  # fmt: skip
-    return sum(terms[1:], terms[0]) if terms else jnp.zeros(shape, x.dtype)
 
 
 def _tangents(n):

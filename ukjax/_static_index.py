@@ -19,6 +19,13 @@ Example:
     [[1.0, 0.0], [3.0, 2.0], [5.0, 4.0]]
     >>> scatter(jnp.array([1.0, 2.0]), np.array([2, 0]), 3).tolist()
     [2.0, 0.0, 1.0]
+    >>> from ukjax._static_index import masked_sum
+    >>> masked_sum(np.array([[True, False], [True, True]]), jnp.ones((2, 1, 3))).tolist()
+    [[2.0, 2.0, 2.0], [1.0, 1.0, 1.0]]
+
+:func:`masked_sum` is the same idea for sums under a static mask (a tree's joints or
+bodies): written out over the entries the mask keeps, where a contraction with the mask as
+a matrix is, under `jax.vmap`, a batched matrix product of a few entries per system.
 """
 
 from __future__ import annotations
@@ -55,3 +62,15 @@ def scatter(values: jax.Array, index: np.ndarray, size: int) -> jax.Array:
     if start is None:
         return jnp.zeros(size, values.dtype).at[np.asarray(index)].add(values)
     return jnp.pad(values, (start, size - start - len(index)))
+
+
+def masked_sum(mask: np.ndarray, x: jax.Array) -> jax.Array:
+    r"""$\sum_k m_{ki} x_{ki}$ (i, ...) for a static boolean `mask` (k, i) and `x` (k, i, ...)
+    or (k, 1, ...), written out over the k with a true entry: elementwise additions that XLA
+    fuses with the terms' producers (`benchmarks/RESULTS.md`, stop 99). Masked-out entries
+    are not read (a non-finite one does not reach the sum)."""
+    mask = np.asarray(mask, bool)
+    shape = (mask.shape[1],) + x.shape[2:]
+    column = (-1,) + (1,) * (x.ndim - 2)
+    terms = [jnp.where(mask[k].reshape(column), x[k], 0.0) for k in np.flatnonzero(mask.any(1))]
+    return sum(terms[1:], terms[0]) if terms else jnp.zeros(shape, x.dtype)

@@ -1,6 +1,7 @@
 r"""Recursive dynamics of a tree of hinges and slides: the mass matrix by the composite
 rigid-body algorithm and the velocity and gravity forces by the recursive Newton-Euler
-algorithm, as two `lax.scan` loops over the bodies.
+algorithm, the kinematics as one `lax.scan` over the bodies and the rest as sums over
+static masks of the tree.
 
 Featherstone, *Rigid Body Dynamics Algorithms*, Springer 2008: the recursive Newton-Euler
 algorithm (sec. 5.3, Table 5.1) and the composite rigid-body algorithm (sec. 6.2, Table
@@ -10,17 +11,23 @@ $(\omega, v_O)$, a force vector $(n_O, f)$. A hinge with world axis $a$ through 
 $x$ has motion subspace $S = (a, x\times a)$, a slide $S = (0, a)$; both are fixed in the
 bodies on either side, so $\dot S = V\times S$.
 
-Root to leaves (one scan step per body, its parent's row read from the carries): the
-body's frame, $V_b = V_{\lambda(b)} + \sum_j S_j\dot q_j$ and $A_b = A_{\lambda(b)} +
-\sum_j V\times S_j\dot q_j$ (its joints in order), with $A_0 = (0, -g)$; and its spatial
-inertia at O as (m, h = mc, $K = I_c + m(|c|^21 - cc^T)$), which maps a motion $(s, u)$ to
-$(Ks + h\times u,\ mu + s\times h)$. Leaves to root: $f_b = I_bA_b + V_b\times^*I_bV_b$ and
-$I_b$ summed into the parent's row, giving each subtree's force $F_b$ and composite
-inertia $I^c_b$; then $\tau_j = S_j^TF_{b(j)}$ and $M_{ij} = S_i^TI^c_{b(j)}S_j$ for joint
-i at or above joint j. The equations of motion are $M\ddot q = -\tau$ + the other forces.
+Root to leaves (one scan step per body, its parent's frame read from the carry): the
+body's frame and its joints' world axes and anchors. Then, for all bodies at once: the
+spatial inertia at O as (m, h = mc, $K = I_c + m(|c|^21 - cc^T)$), which maps a motion
+$(s, u)$ to $(Ks + h\times u,\ mu + s\times h)$; $V_b = \sum_j S_j\dot q_j$ over the
+joints above b (b's own included) and $A_b = A_0 + \sum_j V_j^-\times S_j\dot q_j$, with
+$V_j^-$ the sum over the joints before j and $A_0 = (0, -g)$: the recursion's
+$V_b = V_{\lambda(b)} + \sum_j S_j\dot q_j$, $A_b = A_{\lambda(b)} + \sum_j V\times
+S_j\dot q_j$ unrolled ($S\dot q\times S\dot q = 0$). Leaves to root: $f_b = I_bA_b +
+V_b\times^*I_bV_b$ and $I_b$ summed over each subtree, giving its force $F_b$ and
+composite inertia $I^c_b$; then $\tau_j = S_j^TF_{b(j)}$ and $M_{ij} = S_i^TI^c_{b(j)}S_j$
+for joint i at or above joint j. The equations of motion are $M\ddot q = -\tau$ + the
+other forces.
 
 A scan compiles one body's step whatever the number of bodies (the straight-line form of
-the same algorithms compiles a copy per body; see benchmarks/RESULTS.md, stop 63).
+the same algorithms compiles a copy per body; see benchmarks/RESULTS.md, stop 63); only
+the frames need it, the sums over the tree's masks are a few fused kernels for all
+bodies (stop 99).
 
 Example:
     >>> import jax.numpy as jnp, numpy as np, ukjax
@@ -42,7 +49,7 @@ import numpy as np
 
 from ._quaternion import rotation_matrix
 from ._shared_trig import shared_cos, shared_sin
-from ._static_index import take
+from ._static_index import masked_sum, take
 
 
 HINGE = 3  # MuJoCo's mjtJoint code (the other joint of these trees: a slide)
@@ -137,6 +144,14 @@ class _Layout:
                 slide[b - 1, k] = model.joints[j].kind != HINGE
         self.joint, self.hinge, self.slide = joint, hinge, slide
         self.qpos = np.array([j.qpos for j in model.joints], int)
+        self.joint_hinge = np.array([j.kind == HINGE for j in model.joints], float)
+        # subtree[d, b]: body d + 1 is body b + 1 or below it
+        self.subtree = np.eye(nb - 1, dtype=bool)
+        for d in range(1, nb):
+            a = model.parents[d]
+            while a > 0:
+                self.subtree[d - 1, a - 1] = True
+                a = model.parents[a]
         self.body = np.zeros(len(model.joints), int)  # each joint's body (row) and slot
         self.slot = np.zeros(len(model.joints), int)
         for b in range(1, nb):
@@ -144,7 +159,7 @@ class _Layout:
                 self.body[j], self.slot[j] = b - 1, k
 
 
-def _forward_inputs(model, layout, q, qd):
+def _forward_inputs(model, layout, q):
     """The scanned inputs, one row per body (traced or batched parameters allowed)."""
     dtype = q.dtype
 
@@ -153,55 +168,61 @@ def _forward_inputs(model, layout, q, qd):
 
     at = layout.qpos[layout.joint]  # (nb-1, slots)
     used = jnp.asarray(layout.hinge + layout.slide, dtype)
-    coordinate = lambda x: take(x, at.ravel()).reshape(at.shape)  # x[at], a slice if it can
-    displacement = (coordinate(q) - coordinate(param("qpos0"))) * used
+    coordinate = take(q, at.ravel()).reshape(at.shape)  # q[at], a slice if it can
+    displacement = (coordinate - take(param("qpos0"), at.ravel()).reshape(at.shape)) * used
     return (
         jnp.arange(1, len(model.parents)),
         jnp.asarray(layout.parents),
         rotation_matrix(param("body_quat")[1:]).reshape(-1, 9),
         param("body_pos")[1:],
-        rotation_matrix(param("body_iquat")[1:]).reshape(-1, 9),
-        param("body_ipos")[1:],
-        param("body_inertia")[1:],
-        param("body_mass")[1:],
         param("jnt_axis")[layout.joint],
         param("jnt_pos")[layout.joint],
         jnp.asarray(layout.hinge, dtype),
         jnp.asarray(layout.slide, dtype),
         displacement,
-        coordinate(qd) * used,
     )
 
 
-def _joint_step(R, x, V, A, axis_local, anchor_local, hinge, slide, displacement, rate):
-    """One joint slot: the frame after it, its S (6,), and V, A after it."""
+def _joint_step(R, x, axis_local, anchor_local, hinge, slide, displacement):
+    """One joint slot: the frame after it, and its world axis and anchor before it moves."""
     axis = _matvec(R, axis_local)
     anchor = _add(x, _matvec(R, anchor_local))
-    S = (_scale(axis, hinge), _add(_scale(_cross(anchor, axis), hinge), _scale(axis, slide)))
     R = _matmul(R, _axis_rotation(axis_local, displacement * hinge))
     x = _add(_sub(anchor, _matvec(R, anchor_local)), _scale(axis, displacement * slide))
-    Sq = (_scale(S[0], rate), _scale(S[1], rate))
-    V = (_add(V[0], Sq[0]), _add(V[1], Sq[1]))
-    dA = (_cross(V[0], Sq[0]), _add(_cross(V[0], Sq[1]), _cross(V[1], Sq[0])))
-    return R, x, (_add(A[0], dA[0]), _add(A[1], dA[1])), V, S
+    return R, x, axis, anchor
 
 
-def _forward_step(carry, inputs, slots):
-    frames, motions, accelerations = carry
-    (b, parent, R0, pos, Ri, ipos, moments, m, axes, anchors, hinge, slide, disp, rate) = inputs
+def _forward_step(frames, inputs, slots):
+    """One body's frame from its parent's (the kinematics, root to leaves): the frame
+    (12,) and its joint slots' world axes and anchors (slots, 6)."""
+    (b, parent, R0, pos, axes, anchors, hinge, slide, disp) = inputs
     R_parent, x_parent = _mat(frames[parent]), _vec(frames[parent], 9)
     R = _matmul(R_parent, _mat(R0))
     x = _add(x_parent, _matvec(R_parent, _vec(pos)))
-    V = (_vec(motions[parent]), _vec(motions[parent], 3))
-    A = (_vec(accelerations[parent]), _vec(accelerations[parent], 3))
-    subspaces = []
+    slot_frames = []
     for k in range(slots):
-        R, x, A, V, S = _joint_step(
-            R, x, V, A, _vec(axes[k]), _vec(anchors[k]), hinge[k], slide[k], disp[k], rate[k]
+        R, x, axis, anchor = _joint_step(
+            R, x, _vec(axes[k]), _vec(anchors[k]), hinge[k], slide[k], disp[k]
         )
-        subspaces.append(_flat(*S))
-    c = _add(x, _matvec(R, _vec(ipos)))
-    principal = _matmul(R, _mat(Ri))
+        slot_frames.append(_flat(axis, anchor))
+    frame = _flat(*R, x)
+    return frames.at[b].set(frame), (frame, jnp.stack(slot_frames))
+
+
+def _spatial_cross(V, X):
+    r"""$V\times X$ of motion vectors (..., 6): $(w\times s,\ w\times u + v\times s)$."""
+    w, v, s, u = (_vec(Z.T, k) for Z in (V, X) for k in (0, 3))
+    return jnp.stack([*_cross(w, s), *_add(_cross(w, u), _cross(v, s))]).T
+
+
+def _inertias(model, frames, dtype):
+    """Each body's spatial inertia at O, (m, h = mc, K) (nb-1, 13), from its frame."""
+    param = lambda name: jnp.asarray(getattr(model, name), dtype)[1:].T
+    R, x = _mat(frames.T), _vec(frames.T, 9)
+    m, moments = param("body_mass"), param("body_inertia")
+    c = _add(x, _matvec(R, _vec(param("body_ipos"))))
+    Ri = rotation_matrix(jnp.asarray(model.body_iquat, dtype)[1:]).reshape(-1, 9)
+    principal = _matmul(R, _mat(Ri.T))
     world = tuple(
         tuple(
             sum(principal[i][n] * principal[k][n] * moments[n] for n in range(3)) for k in range(3)
@@ -213,20 +234,24 @@ def _forward_step(carry, inputs, slots):
         tuple(world[i][k] + (m * cc if i == k else 0.0) - h[i] * c[k] for k in range(3))
         for i in range(3)
     )
-    V, A = _flat(*V), _flat(*A)
-    carry = (
-        frames.at[b].set(_flat(*R, x)),
-        motions.at[b].set(V),
-        accelerations.at[b].set(A),
-    )
-    return carry, (jnp.stack([m, *h, *K[0], *K[1], *K[2]]), jnp.stack(subspaces), V, A)
+    return jnp.stack([m, *h, *K[0], *K[1], *K[2]], axis=1)
 
 
-def _backward_step(carry, inputs):
-    forces, inertias = carry
-    b, parent = inputs
-    out = forces[b], inertias[b]
-    return (forces.at[parent].add(forces[b]), inertias.at[parent].add(inertias[b])), out
+def _motions(model, layout, slot_frames, qd, before):
+    r"""The joints' $S_j$ (nj, 6) and the bodies' $V_b$ and $A_b$ (nb-1, 6): $V_b$ the sum
+    of $S_j\dot q_j$ over the joints above it, $A_b = A_0 + \sum_j V_j^-\times S_j\dot q_j$
+    with $V_j^-$ the motion the joints before j give it (static masks, no recursion)."""
+    dtype = qd.dtype
+    frames = slot_frames[layout.body, layout.slot]  # (nj, 6): world axis, anchor
+    axis, anchor = frames[:, :3], frames[:, 3:]
+    hinge = jnp.asarray(layout.joint_hinge, dtype)[:, None]
+    linear = jnp.stack(_cross(_vec(anchor.T), _vec(axis.T)), axis=1) * hinge
+    S = jnp.concatenate([axis * hinge, linear + axis * (1.0 - hinge)], axis=1)
+    Sq = S * take(qd, layout.qpos)[:, None]
+    dA = _spatial_cross(masked_sum(before, Sq[:, None, :]), Sq)
+    moves = layout.subtree[:, layout.body].T  # (nj, nb-1): joint j moves body b
+    A0 = jnp.concatenate([jnp.zeros(3, dtype), -jnp.asarray(model.gravity, dtype)])
+    return S, masked_sum(moves, Sq[:, None, :]), A0 + masked_sum(moves, dA[:, None, :])
 
 
 def tree_dynamics(model, q, qd, before: np.ndarray):
@@ -237,28 +262,19 @@ def tree_dynamics(model, q, qd, before: np.ndarray):
     dtype = q.dtype
     layout = _Layout(model)
     nb = len(model.parents)
-    gravity = jnp.asarray(model.gravity, dtype)
     identity = jnp.concatenate([jnp.eye(3, dtype=dtype).reshape(-1), jnp.zeros(3, dtype)])
-    carry = (
-        jnp.zeros((nb, 12), dtype).at[0].set(identity),
-        jnp.zeros((nb, 6), dtype),
-        jnp.zeros((nb, 6), dtype).at[0, 3:].set(-gravity),
-    )
-    _, (inertias, subspaces, V, A) = jax.lax.scan(
+    _, (frames, slot_frames) = jax.lax.scan(
         lambda c, x: _forward_step(c, x, layout.slots),
-        carry,
-        _forward_inputs(model, layout, q, qd),
+        jnp.zeros((nb, 12), dtype).at[0].set(identity),
+        _forward_inputs(model, layout, q),
     )
+    inertias = _inertias(model, frames, dtype)
+    S, V, A = _motions(model, layout, slot_frames, qd, before)
     forces = jax.vmap(_body_force)(inertias, V, A)
-    world = jnp.zeros((1, 6), dtype), jnp.zeros((1, 13), dtype)  # the root's rows
-    _, (subtree_forces, composite) = jax.lax.scan(
-        _backward_step,
-        (jnp.concatenate([world[0], forces]), jnp.concatenate([world[1], inertias])),
-        (jnp.arange(1, nb), jnp.asarray(layout.parents)),
-        reverse=True,
-    )
+    # each subtree's force and composite inertia: sums over its bodies (a static mask)
+    subtree_forces = masked_sum(layout.subtree, forces[:, None, :])
+    composite = masked_sum(layout.subtree, inertias[:, None, :])
     nj, body = len(model.joints), layout.body
-    S = subspaces[body, layout.slot]  # (nj, 6)
     tau = jnp.sum(S * subtree_forces[body], axis=1)
     momenta = jax.vmap(lambda I, X: _flat(*_inertia_apply(I, X)))(composite[body], S)
     products = S @ momenta.T  # S_i . I^c_{b(j)} S_j
