@@ -69,8 +69,9 @@ from ._tree_dynamics import tree_dynamics
 FREE, BALL, SLIDE, HINGE = 0, 1, 2, 3  # MuJoCo's mjtJoint
 # Trees of hinges and slides with at least this many bodies take the recursive dynamics
 # (:mod:`ukjax._tree_dynamics`); smaller ones the joint-axes Jacobian. Measured on chains
-# (benchmarks/RESULTS.md, stop 63): the Jacobian is faster at 8 bodies, the recursion at 10.
-RECURSIVE_MIN_BODIES = 10
+# (benchmarks/RESULTS.md, stops 63 and 99): with the recursion's sums over static masks, the
+# Jacobian is faster at 6 bodies, the recursion from 7.
+RECURSIVE_MIN_BODIES = 7
 
 
 class Joint(NamedTuple):
