@@ -144,7 +144,6 @@ class _Layout:
                 slide[b - 1, k] = model.joints[j].kind != HINGE
         self.joint, self.hinge, self.slide = joint, hinge, slide
         self.qpos = np.array([j.qpos for j in model.joints], int)
-        self.joint_hinge = np.array([j.kind == HINGE for j in model.joints], float)
         # subtree[d, b]: body d + 1 is body b + 1 or below it
         self.subtree = np.eye(nb - 1, dtype=bool)
         for d in range(1, nb):
@@ -244,7 +243,7 @@ def _motions(model, layout, slot_frames, qd, before):
     dtype = qd.dtype
     frames = slot_frames[layout.body, layout.slot]  # (nj, 6): world axis, anchor
     axis, anchor = frames[:, :3], frames[:, 3:]
-    hinge = jnp.asarray(layout.joint_hinge, dtype)[:, None]
+    hinge = jnp.asarray(layout.hinge[layout.body, layout.slot], dtype)[:, None]
     linear = jnp.stack(_cross(_vec(anchor.T), _vec(axis.T)), axis=1) * hinge
     S = jnp.concatenate([axis * hinge, linear + axis * (1.0 - hinge)], axis=1)
     Sq = S * take(qd, layout.qpos)[:, None]
