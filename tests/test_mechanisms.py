@@ -10,8 +10,8 @@ import pytest
 
 import ukjax
 from references import BricardKKT, nfour_bar_crank_angle
-from ukjax._kernels import LAPACK
-from ukjax._linalg import pinv_solve, regularized_solve
+from ukjax._kernels import LAPACK, UNROLLED
+from ukjax._linalg import pinv_solve, regularized_solve, row_multipliers
 from ukjax.systems import Bricard, NFourBar
 
 
@@ -74,6 +74,48 @@ def test_regularized_gain_is_bounded_and_continuous_through_a_rank_drop():
     assert gains_svd.max() > 1e9  # the exact pseudo-inverse amplifies it by 1/eps
     # continuity: neighbouring eps (a factor 1.8 apart) change the gain by < a factor 4
     assert np.all(np.abs(np.diff(np.log(gains_tik))) < np.log(4.0))
+
+
+@pytest.mark.parametrize("redundant", [False, True], ids=["independent", "redundant"])
+@pytest.mark.parametrize("ops", [LAPACK, UNROLLED], ids=["lapack", "unrolled"])
+def test_row_multipliers_ignore_a_coordinate_touched_only_by_round_off(ops, redundant):
+    # A^T lam = F for contact-like rows A (m, n): coordinate 4 appears in one row with an
+    # entry of round-off size (a hinge axis orthogonal to a contact normal) and F carries
+    # round-off there too. The multipliers must still be the pseudo-inverse's. Scaled to
+    # unit norm, that coordinate's equation of noise outweighed every other: with
+    # independent rows the residual became of the size of the forces (the ragdoll
+    # example's contact multipliers), with a redundant row the multipliers left the
+    # minimum norm by orders of magnitude.
+    rng = np.random.default_rng(3)
+    m, n = 12, 7
+    A = np.zeros((m, n))
+    A[:4, :4] = rng.normal(size=(4, 4))
+    if redundant:
+        A[4] = A[0] + A[1]
+    A[2, 4] = 5e-18  # the rest: free contacts' zero rows, coordinates no row touches
+    F = A.T @ rng.normal(size=(m, 3))
+    F[4] = [1.7e-16, -3e-17, 2.5e-19]
+    expected = np.linalg.pinv(A.T) @ F
+    got = np.asarray(row_multipliers(jnp.asarray(A), jnp.asarray(F), ops))
+    scale = np.abs(F).max()
+    np.testing.assert_allclose(got, expected, atol=1e-12 * scale)
+    assert np.abs(A.T @ got - F).max() < 1e-12 * scale
+    # without the floor on the coordinates' scales the same solve is far off
+    unfloored = np.asarray(regularized_solve(jnp.asarray(A).T, jnp.asarray(F), 1e-5, 3, ops))
+    assert np.abs(unfloored - expected).max() > scale
+
+
+def test_row_multipliers_keep_a_small_but_genuine_coordinate():
+    # A coordinate in other units (entries 1e-7 of the largest) is an equation, not
+    # noise: its multipliers stay those of the pseudo-inverse.
+    rng = np.random.default_rng(4)
+    A = rng.normal(size=(3, 5))
+    A[:, 4] = 1e-7 * rng.normal(size=3)
+    A[:, 3] = 0.0
+    A[:, 2] = 1e-7 * A[:, 0] + A[:, 1]
+    F = A.T @ rng.normal(size=(3, 2))
+    got = np.asarray(row_multipliers(jnp.asarray(A), jnp.asarray(F)))
+    np.testing.assert_allclose(got, np.linalg.pinv(A.T) @ F, rtol=1e-9, atol=1e-12)
 
 
 def test_regularized_gradients_match_finite_differences_at_redundant_and_singular_rows():

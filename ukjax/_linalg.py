@@ -121,6 +121,16 @@ def row_multipliers(
     :func:`pinv_solve` (an SVD, a per-member LAPACK call under `jax.vmap`) it runs on
     the same kernels as the UK solve.
 
+    The equations here are A's n coordinates, and a coordinate that the rows touch only
+    by round-off (a hinge whose axis is orthogonal to a contact's normal gives entries of
+    1e-18 where the largest are 1) must not be scaled to unit norm with the rest: its
+    equation is noise, and scaled up by 1e17 it outweighs every other (the rigid-body
+    ragdoll's contact multipliers came out with residuals of half the forces). So the
+    scales stop at $\tau$ times the largest coordinate's norm (`floor` of
+    :func:`regularized_iterates`): such an equation keeps a singular value far below
+    $\tau$, which the filter removes, while a coordinate down to about $\tau^2$ of the
+    largest is still solved to the pseudo-inverse.
+
     Example:
         >>> import jax, jax.numpy as jnp
         >>> A = jnp.array([[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 2.0, 2.0], [0.0, 2.0, 2.0]])
@@ -131,7 +141,7 @@ def row_multipliers(
     vector = F.ndim == 1
     F = F[:, None] if vector else F
     tau = default_regularization(A.dtype)
-    lam = regularized_solve(A.T, F, tau, refinements, ops)
+    lam = regularized_iterates(A.T, F, tau, refinements, ops, floor=tau).Z
     return lam[:, 0] if vector else lam
 
 
@@ -182,12 +192,23 @@ class Iterates(NamedTuple):
 
 
 def regularized_iterates(
-    B: jax.Array, E: jax.Array, tau: float, refinements: int, ops: DenseOps = LAPACK
+    B: jax.Array,
+    E: jax.Array,
+    tau: float,
+    refinements: int,
+    ops: DenseOps = LAPACK,
+    floor: float = 0.0,
 ) -> Iterates:
-    """:func:`regularized_solve` with its intermediates."""
+    """:func:`regularized_solve` with its intermediates. `floor` > 0: a row is scaled
+    as if its norm were at least `floor` times the largest row norm (rows at round-off
+    are not raised to unit norm; :func:`row_multipliers`); 0, the default: every
+    non-zero row to unit norm (the UK solve, whose derivative rule,
+    :mod:`ukjax._uk_regularized`, assumes it)."""
     G = ops.gram(B)
     diag = diagonal(G)
     positive = diag > 0
+    if floor > 0.0:
+        diag = jnp.maximum(diag, (floor * floor) * jnp.max(diag))
     d = jnp.where(positive, jax.lax.rsqrt(jnp.where(positive, diag, 1.0)), 0.0)
     Bh = d[:, None] * B
     Eh = d[:, None] * E
