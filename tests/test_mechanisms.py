@@ -105,6 +105,31 @@ def test_row_multipliers_ignore_a_coordinate_touched_only_by_round_off(ops, redu
     assert np.abs(unfloored - expected).max() > scale
 
 
+def test_row_multipliers_gradients_match_finite_differences_where_the_floor_holds():
+    # d lam / dp with a coordinate at round-off (its scale floored) and a redundant row
+    rng = np.random.default_rng(5)
+    A0 = np.zeros((6, 5))
+    A0[:3, :3] = rng.normal(size=(3, 3))
+    A0[3] = A0[0] - A0[2]
+    A0[1, 3] = 4e-18
+    D = rng.normal(size=(6, 5)) * (np.abs(A0) > 1e-12)  # the rows move; zeros, round-off stay
+    lam = rng.normal(size=6)
+
+    def multipliers(p):
+        A = jnp.asarray(A0) + p * jnp.asarray(D)
+        return row_multipliers(A, A.T @ jnp.asarray(lam))
+
+    g = jax.jacfwd(multipliers)(0.3)
+    r = jax.jacrev(multipliers)(0.3)
+    h = 1e-6
+    fd = (multipliers(0.3 + h) - multipliers(0.3 - h)) / (2 * h)
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(r, g, rtol=1e-10, atol=1e-12)
+    # the multipliers are the pseudo-inverse's (the floor held: coordinate 3's scale)
+    A = A0 + 0.3 * D
+    np.testing.assert_allclose(multipliers(0.3), np.linalg.pinv(A.T) @ (A.T @ lam), atol=1e-12)
+
+
 def test_row_multipliers_keep_a_small_but_genuine_coordinate():
     # A coordinate in other units (entries 1e-7 of the largest) is an equation, not
     # noise: its multipliers stay those of the pseudo-inverse.

@@ -118,8 +118,8 @@ def test_a_tree_of_hinges_and_slides_takes_its_jacobian_from_the_joint_axes():
 
 @pytest.mark.slow  # default-suite time
 def test_recursive_dynamics_of_trees_of_hinges_and_slides_equal_the_jacobian_form():
-    """The composite rigid-body and recursive Newton-Euler algorithms (a scan over the
-    bodies) against Kane's equations from the joint-axes Jacobian, at random states: a
+    """The composite rigid-body and recursive Newton-Euler algorithms (the frames by
+    pointer jumping) against Kane's equations from the joint-axes Jacobian, at random states: a
     branching tree with a slide, two joints on one body, springs, armature and damping;
     and a 12-link chain, which takes the recursion by default (`RECURSIVE_MIN_BODIES`),
     against the Jacobian form, also in float32 and under vmap over the link masses."""

@@ -69,9 +69,9 @@ from ._tree_dynamics import tree_dynamics
 FREE, BALL, SLIDE, HINGE = 0, 1, 2, 3  # MuJoCo's mjtJoint
 # Trees of hinges and slides with at least this many bodies take the recursive dynamics
 # (:mod:`ukjax._tree_dynamics`); smaller ones the joint-axes Jacobian. Measured on chains
-# (benchmarks/RESULTS.md, stops 63 and 99): with the recursion's sums over static masks, the
-# Jacobian is faster at 6 bodies, the recursion from 7.
-RECURSIVE_MIN_BODIES = 7
+# (benchmarks/RESULTS.md, stops 63, 99 and 100): with the recursion's sums over static masks
+# and its frames by pointer jumping, the Jacobian is faster at 4 bodies, the recursion from 5.
+RECURSIVE_MIN_BODIES = 5
 
 
 class Joint(NamedTuple):
@@ -532,7 +532,7 @@ class RigidModel(System):
     def _tree_dynamics(self, q, qd):
         r"""$(M, \tau)$ of a tree of hinges and slides in q's order, armature included:
         :func:`ukjax._tree_dynamics.tree_dynamics` (composite rigid bodies and recursive
-        Newton-Euler, a scan over the bodies)."""
+        Newton-Euler, the frames by pointer jumping)."""
         M, tau = tree_dynamics(self, q, qd, self._tree_masks()[1])
         order = np.argsort([joint.qpos for joint in self.joints])
         M = take(take(M, order, 0), order, 1) + jnp.diag(self._param("dof_armature", q.dtype))
@@ -556,9 +556,9 @@ class RigidModel(System):
         differentiating it; otherwise $\dot J\dot q$ is one forward derivative of $u$
         along $\dot q$. A tree of hinges and slides with at least `RECURSIVE_MIN_BODIES`
         bodies takes the composite rigid-body and recursive Newton-Euler algorithms instead
-        (:mod:`ukjax._tree_dynamics`; the same M and Q, tested): O(n) per body and one
-        compiled body step, where the Jacobian's work grows with the number of bodies
-        times the joints above them."""
+        (:mod:`ukjax._tree_dynamics`; the same M and Q, tested): O(n) per body for the
+        forces and log2 of the depth in rounds for the frames, where the Jacobian's work
+        grows with the number of bodies times the joints above them."""
         dtype = q.dtype
         damping = self.forces(t, q, qd)
         if self._recursive():  # composite rigid bodies and recursive Newton-Euler

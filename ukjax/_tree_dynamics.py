@@ -1,6 +1,6 @@
 r"""Recursive dynamics of a tree of hinges and slides: the mass matrix by the composite
 rigid-body algorithm and the velocity and gravity forces by the recursive Newton-Euler
-algorithm, the kinematics as one `lax.scan` over the bodies and the rest as sums over
+algorithm, the kinematics by pointer jumping over the tree and the rest as sums over
 static masks of the tree.
 
 Featherstone, *Rigid Body Dynamics Algorithms*, Springer 2008: the recursive Newton-Euler
@@ -11,8 +11,12 @@ $(\omega, v_O)$, a force vector $(n_O, f)$. A hinge with world axis $a$ through 
 $x$ has motion subspace $S = (a, x\times a)$, a slide $S = (0, a)$; both are fixed in the
 bodies on either side, so $\dot S = V\times S$.
 
-Root to leaves (one scan step per body, its parent's frame read from the carry): the
-body's frame and its joints' world axes and anchors. Then, for all bodies at once: the
+The kinematics: each body's frame in its parent's and its joints' axes and anchors there,
+for all bodies at once; the world frames by composing along the paths to the root,
+$\lceil\log_2(\text{depth})\rceil$ rounds of pointer jumping (a frame composed with that
+of the body its pointer names, the pointer moved to that body's pointer: Hillis and
+Steele, *Data parallel algorithms*, Communications of the ACM 29, 1986); the joints' world
+axes and anchors from their parents' world frames. Then, for all bodies at once: the
 spatial inertia at O as (m, h = mc, $K = I_c + m(|c|^21 - cc^T)$), which maps a motion
 $(s, u)$ to $(Ks + h\times u,\ mu + s\times h)$; $V_b = \sum_j S_j\dot q_j$ over the
 joints above b (b's own included) and $A_b = A_0 + \sum_j V_j^-\times S_j\dot q_j$, with
@@ -24,10 +28,10 @@ composite inertia $I^c_b$; then $\tau_j = S_j^TF_{b(j)}$ and $M_{ij} = S_i^TI^c_
 for joint i at or above joint j. The equations of motion are $M\ddot q = -\tau$ + the
 other forces.
 
-A scan compiles one body's step whatever the number of bodies (the straight-line form of
-the same algorithms compiles a copy per body; see benchmarks/RESULTS.md, stop 63); only
-the frames need it, the sums over the tree's masks are a few fused kernels for all
-bodies (stop 99).
+The straight-line recursion compiles a copy of a body's step per body (benchmarks/RESULTS.md,
+stop 63) and a `lax.scan` over the bodies runs one step's kernels per body (stop 99);
+pointer jumping and the sums over the tree's masks are a few fused kernels for all bodies
+per round (stop 100).
 
 Example:
     >>> import jax.numpy as jnp, numpy as np, ukjax
@@ -159,7 +163,8 @@ class _Layout:
 
 
 def _forward_inputs(model, layout, q):
-    """The scanned inputs, one row per body (traced or batched parameters allowed)."""
+    """Each body's rotation and position in its parent, its joint slots' axes, anchors,
+    kinds and displacements: one row per body (traced or batched parameters allowed)."""
     dtype = q.dtype
 
     def param(name):
@@ -170,8 +175,6 @@ def _forward_inputs(model, layout, q):
     coordinate = take(q, at.ravel()).reshape(at.shape)  # q[at], a slice if it can
     displacement = (coordinate - take(param("qpos0"), at.ravel()).reshape(at.shape)) * used
     return (
-        jnp.arange(1, len(model.parents)),
-        jnp.asarray(layout.parents),
         rotation_matrix(param("body_quat")[1:]).reshape(-1, 9),
         param("body_pos")[1:],
         param("jnt_axis")[layout.joint],
@@ -183,7 +186,8 @@ def _forward_inputs(model, layout, q):
 
 
 def _joint_step(R, x, axis_local, anchor_local, hinge, slide, displacement):
-    """One joint slot: the frame after it, and its world axis and anchor before it moves."""
+    """One joint slot: the frame after it, and its axis and anchor before it moves, all in
+    the frame that (R, x) are given in."""
     axis = _matvec(R, axis_local)
     anchor = _add(x, _matvec(R, anchor_local))
     R = _matmul(R, _axis_rotation(axis_local, displacement * hinge))
@@ -191,21 +195,51 @@ def _joint_step(R, x, axis_local, anchor_local, hinge, slide, displacement):
     return R, x, axis, anchor
 
 
-def _forward_step(frames, inputs, slots):
-    """One body's frame from its parent's (the kinematics, root to leaves): the frame
-    (12,) and its joint slots' world axes and anchors (slots, 6)."""
-    (b, parent, R0, pos, axes, anchors, hinge, slide, disp) = inputs
-    R_parent, x_parent = _mat(frames[parent]), _vec(frames[parent], 9)
-    R = _matmul(R_parent, _mat(R0))
-    x = _add(x_parent, _matvec(R_parent, _vec(pos)))
+def _local_frames(inputs, slots):
+    """Every body's frame in its parent's, (12, nb-1), and its joint slots' axes and
+    anchors there, (slots, 6, nb-1): the bodies side by side (components first)."""
+    (R0, pos, axes, anchors, hinge, slide, disp) = inputs
+    R, x = _mat(R0.T), _vec(pos.T)
     slot_frames = []
     for k in range(slots):
         R, x, axis, anchor = _joint_step(
-            R, x, _vec(axes[k]), _vec(anchors[k]), hinge[k], slide[k], disp[k]
+            R, x, _vec(axes[:, k].T), _vec(anchors[:, k].T), hinge[:, k], slide[:, k], disp[:, k]
         )
         slot_frames.append(_flat(axis, anchor))
-    frame = _flat(*R, x)
-    return frames.at[b].set(frame), (frame, jnp.stack(slot_frames))
+    return _flat(*R, x), jnp.stack(slot_frames)
+
+
+def _compose(outer, inner):
+    r"""The frames (12, k) `inner` given in the frames `outer` (12, k), in the latter's frame:
+    $(R_oR_i,\ x_o + R_ox_i)$."""
+    R_o, x_o = _mat(outer), _vec(outer, 9)
+    return _flat(*_matmul(R_o, _mat(inner)), _add(x_o, _matvec(R_o, _vec(inner, 9))))
+
+
+def _set_columns(T, rows: np.ndarray, values):
+    """T (c, k) with its static columns `rows` replaced by `values`: slices where `rows`
+    is a run."""
+    start = int(rows[0])
+    if np.array_equal(rows, np.arange(start, start + len(rows))):
+        return jnp.concatenate([T[:, :start], values, T[:, start + len(rows) :]], axis=1)
+    return T.at[:, rows].set(values)
+
+
+def _world_frames(local, parents: np.ndarray):
+    """The bodies' world frames (12, nb-1) from their frames in their parents' by pointer
+    jumping: each round composes a body's frame with that of the body its pointer names
+    and moves the pointer to that body's pointer, so after round r a frame spans 2^r links
+    of its path to the root; ceil(log2(depth)) rounds of static indices (slices on a
+    chain) in place of one step per body."""
+    pointer = np.concatenate([[0], parents])  # body b's pointer; 0: the world
+    T = local
+    while True:
+        rows = np.flatnonzero(pointer[1:] > 0)  # bodies (rows = body - 1) not yet in world
+        if rows.size == 0:
+            return T
+        source = pointer[rows + 1] - 1
+        T = _set_columns(T, rows, _compose(take(T, source, axis=1), take(T, rows, axis=1)))
+        pointer = np.concatenate([[0], pointer[pointer[1:]]])
 
 
 def _spatial_cross(V, X):
@@ -260,13 +294,16 @@ def tree_dynamics(model, q, qd, before: np.ndarray):
     moves joint j's axis (:meth:`ukjax.RigidModel._tree_masks`)."""
     dtype = q.dtype
     layout = _Layout(model)
-    nb = len(model.parents)
+    local, slot_local = _local_frames(_forward_inputs(model, layout, q), layout.slots)
+    world = _world_frames(local, layout.parents)
     identity = jnp.concatenate([jnp.eye(3, dtype=dtype).reshape(-1), jnp.zeros(3, dtype)])
-    _, (frames, slot_frames) = jax.lax.scan(
-        lambda c, x: _forward_step(c, x, layout.slots),
-        jnp.zeros((nb, 12), dtype).at[0].set(identity),
-        _forward_inputs(model, layout, q),
-    )
+    # the parents' world frames (the world's own first), for the slots' axes and anchors
+    parent = take(jnp.concatenate([identity[:, None], world], axis=1), layout.parents, axis=1)
+    R_p, x_p = _mat(parent), _vec(parent, 9)
+    axes = tuple(_matvec(R_p, _vec(slot_local[k])) for k in range(layout.slots))
+    anchors = tuple(_add(x_p, _matvec(R_p, _vec(slot_local[k], 3))) for k in range(layout.slots))
+    frames = world.T  # (nb-1, 12)
+    slot_frames = jnp.stack([_flat(a, x) for a, x in zip(axes, anchors)]).transpose(2, 0, 1)
     inertias = _inertias(model, frames, dtype)
     S, V, A = _motions(model, layout, slot_frames, qd, before)
     forces = jax.vmap(_body_force)(inertias, V, A)
