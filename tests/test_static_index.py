@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ukjax._static_index import scatter, take
+from ukjax._static_index import replace, scatter, take
 
 
 jax.config.update("jax_enable_x64", True)
@@ -44,3 +44,24 @@ def test_scatter_adds_at_distinct_indices(index):
     np.testing.assert_array_equal(out, expected)
     grad = jax.grad(lambda v: jnp.sum(scatter(v, np.array(index), 4) * jnp.arange(4.0)))(values)
     np.testing.assert_array_equal(grad, np.asarray(index, float))
+
+
+@pytest.mark.parametrize("index", [[0, 1, 2], [1, 2], [3], [3, 0, 1], [1, 3]])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_replace_is_at_set(index, axis):
+    rng = np.random.default_rng(1)
+    x = jnp.asarray(rng.standard_normal((5, 4)))
+    index = np.array(index)
+    shape = list(x.shape)
+    shape[axis] = len(index)
+    values = jnp.asarray(rng.standard_normal(shape))
+    expected = np.asarray(x).copy()
+    np.moveaxis(expected, axis, 0)[index] = np.moveaxis(np.asarray(values), axis, 0)
+    np.testing.assert_array_equal(replace(x, index, values, axis), expected)
+    batched = jax.jit(jax.vmap(lambda y, v: replace(y, index, v, axis)))(
+        jnp.stack([x, 2 * x]), jnp.stack([values, 2 * values])
+    )
+    np.testing.assert_array_equal(batched[1], 2 * expected)
+    run = str(jax.make_jaxpr(lambda y, v: replace(y, index, v, axis))(x, values))
+    consecutive = np.array_equal(index, np.arange(index[0], index[0] + len(index)))
+    assert ("scatter" not in run) == consecutive, run

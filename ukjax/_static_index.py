@@ -64,6 +64,20 @@ def scatter(values: jax.Array, index: np.ndarray, size: int) -> jax.Array:
     return jnp.pad(values, (start, size - start - len(index)))
 
 
+def replace(x: jax.Array, index: np.ndarray, values: jax.Array, axis: int = 0) -> jax.Array:
+    """`x` with its entries at the static distinct 1-D `index` along `axis` set to `values`
+    (`x.at[..., index, ...].set(values)`): slices of `x` around `values` where the indices
+    are a run, the scatter otherwise."""
+    start = _run(index)
+    if start is None:
+        where = (slice(None),) * (axis % x.ndim) + (np.asarray(index),)
+        return x.at[where].set(values)
+    end = start + len(index)
+    before = jax.lax.slice_in_dim(x, 0, start, axis=axis)
+    after = jax.lax.slice_in_dim(x, end, x.shape[axis], axis=axis)
+    return jnp.concatenate([before, values, after], axis=axis)
+
+
 def masked_sum(mask: np.ndarray, x: jax.Array) -> jax.Array:
     r"""$\sum_k m_{ki} x_{ki}$ (i, ...) for a static boolean `mask` (k, i) and `x` (k, i, ...)
     or (k, 1, ...), written out over the k with a true entry: elementwise additions that XLA

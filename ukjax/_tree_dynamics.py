@@ -53,7 +53,7 @@ import numpy as np
 
 from ._quaternion import rotation_matrix
 from ._shared_trig import shared_cos, shared_sin
-from ._static_index import masked_sum, take
+from ._static_index import masked_sum, replace, take
 
 
 HINGE = 3  # MuJoCo's mjtJoint code (the other joint of these trees: a slide)
@@ -216,15 +216,6 @@ def _compose(outer, inner):
     return _flat(*_matmul(R_o, _mat(inner)), _add(x_o, _matvec(R_o, _vec(inner, 9))))
 
 
-def _set_columns(T, rows: np.ndarray, values):
-    """T (c, k) with its static columns `rows` replaced by `values`: slices where `rows`
-    is a run."""
-    start = int(rows[0])
-    if np.array_equal(rows, np.arange(start, start + len(rows))):
-        return jnp.concatenate([T[:, :start], values, T[:, start + len(rows) :]], axis=1)
-    return T.at[:, rows].set(values)
-
-
 def _world_frames(local, parents: np.ndarray):
     """The bodies' world frames (12, nb-1) from their frames in their parents' by pointer
     jumping: each round composes a body's frame with that of the body its pointer names
@@ -238,7 +229,7 @@ def _world_frames(local, parents: np.ndarray):
         if rows.size == 0:
             return T
         source = pointer[rows + 1] - 1
-        T = _set_columns(T, rows, _compose(take(T, source, axis=1), take(T, rows, axis=1)))
+        T = replace(T, rows, _compose(take(T, source, axis=1), take(T, rows, axis=1)), axis=1)
         pointer = np.concatenate([[0], pointer[pointer[1:]]])
 
 
@@ -248,10 +239,11 @@ def _spatial_cross(V, X):
     return jnp.stack([*_cross(w, s), *_add(_cross(w, u), _cross(v, s))]).T
 
 
-def _inertias(model, frames, dtype):
-    """Each body's spatial inertia at O, (m, h = mc, K) (nb-1, 13), from its frame."""
+def _inertias(model, world, dtype):
+    """Each body's spatial inertia at O, (m, h = mc, K) (nb-1, 13), from its world frame
+    (12, nb-1)."""
     param = lambda name: jnp.asarray(getattr(model, name), dtype)[1:].T
-    R, x = _mat(frames.T), _vec(frames.T, 9)
+    R, x = _mat(world), _vec(world, 9)
     m, moments = param("body_mass"), param("body_inertia")
     c = _add(x, _matvec(R, _vec(param("body_ipos"))))
     Ri = rotation_matrix(jnp.asarray(model.body_iquat, dtype)[1:]).reshape(-1, 9)
@@ -302,9 +294,8 @@ def tree_dynamics(model, q, qd, before: np.ndarray):
     R_p, x_p = _mat(parent), _vec(parent, 9)
     axes = tuple(_matvec(R_p, _vec(slot_local[k])) for k in range(layout.slots))
     anchors = tuple(_add(x_p, _matvec(R_p, _vec(slot_local[k], 3))) for k in range(layout.slots))
-    frames = world.T  # (nb-1, 12)
     slot_frames = jnp.stack([_flat(a, x) for a, x in zip(axes, anchors)]).transpose(2, 0, 1)
-    inertias = _inertias(model, frames, dtype)
+    inertias = _inertias(model, world, dtype)
     S, V, A = _motions(model, layout, slot_frames, qd, before)
     forces = jax.vmap(_body_force)(inertias, V, A)
     # each subtree's force and composite inertia: sums over its bodies (a static mask)
