@@ -1,5 +1,7 @@
 """Bad input gets a clear error that says what to fix; nothing silent."""
 
+import inspect
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -7,6 +9,8 @@ import numpy as np
 import pytest
 
 import ukjax
+import ukjax.systems
+from ukjax._system import misnamed_hooks
 from ukjax._uk import factored
 from ukjax.systems import CartesianPendulum, DoubleRodPendulum
 
@@ -270,3 +274,45 @@ def test_solution_status_names_the_result_for_one_run_and_a_batch():
     assert run(1.0).status == "successful"
     batch = jax.vmap(run)(jnp.array([1.0, -1.0]))
     assert list(batch.status) == ["successful", "mass_matrix_not_spd"]
+
+
+class _DampedPendulum(ukjax.System):
+    """A pendulum in its angle, with a damping torque `c * qd` written under a name ukjax
+    does not call (`generalized_force`, the literature's): silently undamped before."""
+
+    damping: float = 0.5
+
+    def kinetic_energy(self, t, q, qd):
+        return 0.5 * qd @ qd
+
+    def potential_energy(self, t, q):
+        return -9.81 * jnp.cos(q[0])
+
+    def generalized_force(self, t, q, qd):
+        return -self.damping * qd
+
+    def link_lengths(self):  # a helper of the user's own: not a misnamed method
+        return jnp.ones(1)
+
+
+class _Misspelled(CartesianPendulum):
+    def potential_enegy(self, t, q):  # a typo of potential_energy
+        return 0.0 * q[0]
+
+    def holonomic_constraints(self, t, q):  # an alias of holonomic
+        return q @ q - 1.0
+
+
+def test_a_method_that_ukjax_never_calls_but_names_a_system_method_is_reported():
+    q, qd = jnp.array([0.3]), jnp.zeros(1)
+    with pytest.warns(UserWarning, match=r"_DampedPendulum.generalized_force is not a ukjax"):
+        ukjax.acceleration(_DampedPendulum(), 0.0, q, qd)
+    with pytest.warns(UserWarning, match=r"did you mean forces\(self, t, q, qd\)"):
+        ukjax.simulate(_DampedPendulum(), q, qd, jnp.array([0.0, 0.1]))
+    names = dict(misnamed_hooks(_Misspelled))
+    assert names == {"potential_enegy": "potential_energy", "holonomic_constraints": "holonomic"}
+    # the System's own methods, helpers with other names and ukjax's systems: nothing
+    assert misnamed_hooks(CartesianPendulum) == []
+    for _, cls in inspect.getmembers(ukjax.systems, inspect.isclass):
+        if issubclass(cls, ukjax.System):
+            assert misnamed_hooks(cls) == [], cls

@@ -2,6 +2,9 @@ r"""The :class:`System` base class: a mechanical model whose physical parameters
 
 from __future__ import annotations
 
+import difflib
+import inspect
+import warnings
 from typing import TypeVar
 
 import equinox as eqx
@@ -73,7 +76,10 @@ class System(eqx.Module):
       tolerance the run fails with `ukjax.RESULTS.servo_infeasible`.
 
     All methods take the time `t` as a scalar array and `q`, `qd` as (n,) arrays and must be
-    written with `jax.numpy`. Unused optional methods return `None`.
+    written with `jax.numpy`. Unused optional methods return `None`. ukjax calls these
+    methods and no others: a method named as the literature names one of them
+    (`generalized_force`, `holonomic_constraints`) or misspelled (`potential_enrgy`) would
+    be silently unused, so ukjax warns about it (:func:`ukjax._system.misnamed_hooks`).
 
     Example:
         >>> import jax.numpy as jnp, ukjax
@@ -186,13 +192,92 @@ def as_time(t, dtype):
 
 def check_system(system) -> None:
     """A TypeError unless `system` is a :class:`System` (an array there: the matrix form's
-    arguments given to a function of a system)."""
+    arguments given to a function of a system); a warning for a method ukjax never calls
+    whose name is that of a hook misspelled (:func:`misnamed_hooks`)."""
     if not isinstance(system, System):
         got = "an array" if hasattr(system, "shape") else type(system).__name__
         raise TypeError(
             f"system must be a ukjax.System; got {got}. (For the matrices M, Q, A, b of the "
             "UK equation: ukjax.udwadia_kalaba(M, Q, A, b).)"
         )
+    for name, hook in misnamed_hooks(type(system)):
+        warnings.warn(
+            f"{type(system).__name__}.{name} is not a ukjax.System method, so ukjax never "
+            f"calls it: did you mean {hook}{_signature(hook)}? Rename it (or, for a "
+            "helper of your own, give it a name further from the System's methods).",
+            stacklevel=3,
+        )
+
+
+def _hooks() -> list[str]:
+    """The System's public methods."""
+    public = lambda name, value: inspect.isfunction(value) and not name.startswith("_")
+    return [name for name, value in vars(System).items() if public(name, value)]
+
+
+def _signature(hook: str) -> str:
+    """A System method's arguments, for a message: `(self, t, q, qd)`."""
+    return str(inspect.signature(getattr(System, hook))).split(" ->")[0]
+
+
+_ALIASES = (
+    ("force", "forces"),
+    ("generalized_force", "forces"),
+    ("generalized_forces", "forces"),
+    ("applied_force", "forces"),
+    ("applied_forces", "forces"),
+    ("external_force", "forces"),
+    ("external_forces", "forces"),
+    ("potential", "potential_energy"),
+    ("kinetic", "kinetic_energy"),
+    ("lagrangian", "kinetic_energy"),
+    ("inertia_matrix", "mass_matrix"),
+    ("constraint", "holonomic"),
+    ("constraints", "holonomic"),
+    ("holonomic_constraint", "holonomic"),
+    ("holonomic_constraints", "holonomic"),
+    ("nonholonomic_constraint", "nonholonomic"),
+    ("nonholonomic_constraints", "nonholonomic"),
+    ("unilateral_constraint", "unilateral"),
+    ("unilateral_constraints", "unilateral"),
+    ("nonideal_forces", "nonideal_force"),
+)
+"""Names users give the System's methods (from the literature's vocabulary)."""
+
+
+def misnamed_hooks(cls: type) -> list[tuple[str, str]]:
+    """(name, the System method meant) for each public method of `cls`, a System subclass,
+    that the System does not define and whose name is a known alias of one of its methods
+    (`generalized_force` for `forces`) or that method's name misspelled (a close match:
+    `kinetic_enery`). ukjax calls only the System's own methods, so such a method is
+    silently unused: a damping force written as `generalized_force` leaves the system
+    undamped.
+
+    Example:
+        >>> import ukjax
+        >>> from ukjax._system import misnamed_hooks
+        >>> class Damped(ukjax.System):
+        ...     def kinetic_energy(self, t, q, qd):
+        ...         return 0.5 * qd @ qd
+        ...     def generalized_force(self, t, q, qd):
+        ...         return -qd
+        ...     def positions(self, q):  # a helper of the user's own
+        ...         return q
+        >>> misnamed_hooks(Damped)
+        [('generalized_force', 'forces')]
+    """
+    found, hooks, aliases = [], _hooks(), dict(_ALIASES)
+    for klass in cls.__mro__:
+        if klass is System or not issubclass(klass, System):
+            continue
+        for name, value in vars(klass).items():
+            if name.startswith("_") or not inspect.isfunction(value) or hasattr(System, name):
+                continue
+            close = difflib.get_close_matches(name, hooks, n=1, cutoff=0.85)
+            hook = aliases.get(name.lower()) or (close[0] if close else None)
+            if hook is not None:
+                found.append((name, hook))
+    return found
 
 
 def check_state(q, qd, system: System | None = None):
