@@ -10,7 +10,7 @@ import pytest
 
 import ukjax
 import ukjax.systems
-from ukjax._system import misnamed_hooks
+from ukjax._system import hidden_methods, misnamed_hooks
 from ukjax._uk import factored
 from ukjax.systems import CartesianPendulum, DoubleRodPendulum
 
@@ -308,7 +308,8 @@ def test_a_method_that_ukjax_never_calls_but_names_a_system_method_is_reported()
     with pytest.warns(UserWarning, match=r"_DampedPendulum.generalized_force is not a ukjax"):
         ukjax.acceleration(_DampedPendulum(), 0.0, q, qd)
     with pytest.warns(UserWarning, match=r"did you mean forces\(self, t, q, qd\)"):
-        ukjax.simulate(_DampedPendulum(), q, qd, jnp.array([0.0, 0.1]))
+        M, Q = ukjax.mass_and_force(_DampedPendulum(), 0.0, q, qd)
+    assert float(Q[0]) == pytest.approx(-9.81 * np.sin(0.3))  # undamped: the method unused
     names = dict(misnamed_hooks(_Misspelled))
     assert names == {"potential_enegy": "potential_energy", "holonomic_constraints": "holonomic"}
     # the System's own methods, helpers with other names and ukjax's systems: nothing
@@ -316,3 +317,38 @@ def test_a_method_that_ukjax_never_calls_but_names_a_system_method_is_reported()
     for _, cls in inspect.getmembers(ukjax.systems, inspect.isclass):
         if issubclass(cls, ukjax.System):
             assert misnamed_hooks(cls) == [], cls
+
+
+class _Pushed(ukjax.System):
+    """A constant force written as a field named like the method that gives forces."""
+
+    forces: jax.Array
+
+    def kinetic_energy(self, t, q, qd):
+        return 0.5 * qd @ qd
+
+
+class _Rough(ukjax.System):
+    """A coefficient named like the contact method `friction`: harmless to the functions of
+    one state (they never call it), fatal to a run (which does)."""
+
+    friction: float = 0.3
+
+    def kinetic_energy(self, t, q, qd):
+        return 0.5 * qd @ qd
+
+
+def test_a_field_that_hides_a_method_ukjax_calls_is_named_before_jax_fails_on_it():
+    # JAX's own message was "the first argument must be callable" or "'DynamicJaxprTracer'
+    # object is not callable", naming neither the field nor the method.
+    q, qd = jnp.array([0.3]), jnp.zeros(1)
+    with pytest.raises(TypeError, match=r"_Pushed.forces is a field, but ukjax calls forces"):
+        ukjax.acceleration(_Pushed(jnp.ones(1)), 0.0, q, qd)
+    with pytest.raises(TypeError, match=r"return self.forces_value"):
+        ukjax.simulate(_Pushed(jnp.ones(1)), q, qd, jnp.array([0.0, 0.1]))
+    assert float(ukjax.acceleration(_Rough(), 0.0, q, qd)[0]) == 0.0
+    with pytest.raises(TypeError, match=r"_Rough.friction is a field, but ukjax calls friction"):
+        ukjax.simulate(_Rough(), q, qd, jnp.array([0.0, 0.1]))
+    for _, cls in inspect.getmembers(ukjax.systems, inspect.isclass):
+        if issubclass(cls, ukjax.System):
+            assert hidden_methods(cls, run=True) == [], cls

@@ -259,7 +259,7 @@ def simulate(
         >>> float(jnp.max(jnp.abs(jnp.sum(sol.q**2, axis=1) - 1.0))) < 1e-8
         True
     """
-    check_system(system)
+    check_system(system, run=True)
     if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
         raise ValueError(f"max_steps must be a positive integer (or None); got {max_steps!r}.")
     q0, qd0 = check_state(q0, qd0, system)

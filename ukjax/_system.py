@@ -2,6 +2,7 @@ r"""The :class:`System` base class: a mechanical model whose physical parameters
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import inspect
 import warnings
@@ -79,7 +80,9 @@ class System(eqx.Module):
     written with `jax.numpy`. Unused optional methods return `None`. ukjax calls these
     methods and no others: a method named as the literature names one of them
     (`generalized_force`, `holonomic_constraints`) or misspelled (`potential_enrgy`) would
-    be silently unused, so ukjax warns about it (:func:`ukjax._system.misnamed_hooks`).
+    be silently unused, so ukjax warns about it (:func:`ukjax._system.misnamed_hooks`);
+    a field named as one of them hides it, and ukjax refuses it with a TypeError that says
+    so (:func:`ukjax._system.hidden_methods`).
 
     Example:
         >>> import jax.numpy as jnp, ukjax
@@ -190,15 +193,24 @@ def as_time(t, dtype):
     return t.astype(dtype)
 
 
-def check_system(system) -> None:
+def check_system(system, run: bool = False) -> None:
     """A TypeError unless `system` is a :class:`System` (an array there: the matrix form's
-    arguments given to a function of a system); a warning for a method ukjax never calls
-    whose name is that of a hook misspelled (:func:`misnamed_hooks`)."""
+    arguments given to a function of a system) or if one of its fields hides a method
+    ukjax calls (:func:`hidden_methods`; with `run`, those a run calls too); a warning for
+    a method ukjax never calls whose name is that of one it calls, misspelled
+    (:func:`misnamed_hooks`)."""
     if not isinstance(system, System):
         got = "an array" if hasattr(system, "shape") else type(system).__name__
         raise TypeError(
             f"system must be a ukjax.System; got {got}. (For the matrices M, Q, A, b of the "
             "UK equation: ukjax.udwadia_kalaba(M, Q, A, b).)"
+        )
+    for name in hidden_methods(type(system), run):
+        raise TypeError(
+            f"{type(system).__name__}.{name} is a field, but ukjax calls "
+            f"{name}{_signature(name)} as a method of the system, and the field hides it. "
+            f"Rename the field (e.g. `{name}_value`) and, if it is what the method should "
+            f"give, define `def {name}{_signature(name)}: return self.{name}_value`."
         )
     for name, hook in misnamed_hooks(type(system)):
         warnings.warn(
@@ -207,6 +219,33 @@ def check_system(system) -> None:
             "helper of your own, give it a name further from the System's methods).",
             stacklevel=3,
         )
+
+
+_RUN_ONLY = ("unilateral", "friction", "latches")
+"""Methods that a run (`simulate`) calls and the functions of one state do not."""
+
+_WHEN_USED = ("latch_conditions", "actuators")
+"""Methods called only where the system uses them (latches, servo control)."""
+
+
+def hidden_methods(cls: type, run: bool = False) -> list[str]:
+    """The fields of the System subclass `cls` named as a System method that ukjax calls
+    on every system (with `run`, also those a run calls: :data:`_RUN_ONLY`): such a field
+    hides the method, and the call fails with JAX's "object is not callable".
+
+    Example:
+        >>> import jax, ukjax
+        >>> from ukjax._system import hidden_methods
+        >>> class Pushed(ukjax.System):
+        ...     forces: jax.Array  # a constant force, meant as what forces() returns
+        ...     def kinetic_energy(self, t, q, qd):
+        ...         return 0.5 * qd @ qd
+        >>> hidden_methods(Pushed)
+        ['forces']
+    """
+    skip = set(_WHEN_USED) | (set() if run else set(_RUN_ONLY))
+    names = set(_hooks()) - skip
+    return [f.name for f in dataclasses.fields(cls) if f.name in names]
 
 
 def _hooks() -> list[str]:
