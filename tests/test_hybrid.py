@@ -692,6 +692,7 @@ def test_an_impulse_on_a_latched_body_keeps_the_latch():
     assert bool(sol.latched[-1, 0])
 
 
+@pytest.mark.slow  # 17-18 s: the default suite's two longest tests (stop 101)
 def test_an_impulse_on_a_resting_body_sets_its_contact_modes():
     """A kick at t = 0.5 to a ball resting on the floor: upward, it leaves the floor and flies
     under gravity; downward, it is driven into the floor, which answers with the law's

@@ -212,6 +212,7 @@ def test_first_call_compiles_few_programs_besides_the_solve():
     assert 2 <= n <= 10, n
 
 
+@pytest.mark.slow  # 17-18 s: the default suite's two longest tests (stop 101)
 def test_saves_at_step_ends_are_as_accurate_as_the_steps():
     """A save between steps is read from Dopri8's dense output; with `step_ts=ts` every
     save is a step end (simulate's docstring): the saves then match the exact pendulum to
