@@ -146,11 +146,11 @@ def main():
     if args.one:
         print(json.dumps(measure(int(args.one[0]), args.one[1], args.one[2])))
         return
-    rows = []
-    for system in args.systems.split(","):
+    rows, systems = [], args.systems.split(",")
+    for system in systems:
         if system not in SYSTEMS:
             raise SystemExit(f"--systems: {', '.join(SYSTEMS)}; got {system!r}")
-    for system, setting in itertools.product(args.systems.split(","), ("defaults", "tsit5 1e-8")):
+    for system, setting in itertools.product(systems, ("defaults", "tsit5 1e-8")):
         for links in (int(x) for x in args.links.split(",")):
             cmd = [sys.executable, __file__, "--one", str(links), setting, system]
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout

@@ -205,13 +205,9 @@ def check_system(system, run: bool = False) -> None:
             f"system must be a ukjax.System; got {got}. (For the matrices M, Q, A, b of the "
             "UK equation: ukjax.udwadia_kalaba(M, Q, A, b).)"
         )
-    for name in hidden_methods(type(system), run):
-        raise TypeError(
-            f"{type(system).__name__}.{name} is a field, but ukjax calls "
-            f"{name}{_signature(name)} as a method of the system, and the field hides it. "
-            f"Rename the field (e.g. `{name}_value`) and, if it is what the method should "
-            f"give, define `def {name}{_signature(name)}: return self.{name}_value`."
-        )
+    hidden = hidden_methods(type(system), run)
+    if hidden:  # every such field in one message, not the first alone
+        raise TypeError(" ".join(_hidden_message(type(system).__name__, n) for n in hidden))
     for name, hook in misnamed_hooks(type(system)):
         warnings.warn(
             f"{type(system).__name__}.{name} is not a ukjax.System method, so ukjax never "
@@ -219,6 +215,15 @@ def check_system(system, run: bool = False) -> None:
             "helper of your own, give it a name further from the System's methods).",
             stacklevel=3,
         )
+
+
+def _hidden_message(cls_name: str, name: str) -> str:
+    sig = _signature(name)
+    return (
+        f"{cls_name}.{name} is a field, but ukjax calls {name}{sig} as a method of the "
+        f"system, and the field hides it. Rename the field (e.g. `{name}_value`) and, if it "
+        f"is what the method should give, define `def {name}{sig}: return self.{name}_value`."
+    )
 
 
 _RUN_ONLY = ("unilateral", "friction", "latches")
